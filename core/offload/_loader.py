@@ -1,0 +1,420 @@
+"""Read .tflite flatbuffers (through the ``tflite`` schema package) into an immutable Model.
+
+Constant buffers stay views into the file bytes: ``model_path`` is memory-mapped read-only,
+so loading a large model costs address space, not a copy.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+import re
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tflite
+from tflite.utils import BUILTIN_OPCODE2NAME
+
+from offload._graph import (
+    EMPTY_OPTIONS,
+    DimensionMetadata,
+    Model,
+    Node,
+    OpOptions,
+    Quantization,
+    SignatureDef,
+    Sparsity,
+    Subgraph,
+    Tensor,
+)
+from offload._model_type import classify_model_type
+from offload.errors import ModelLoadError, UnsupportedModelError
+
+__all__ = ["load_model", "TENSOR_TYPES"]
+
+# TensorType enum value -> (name, numpy dtype); object dtype marks types numpy has no match for.
+TENSOR_TYPES: dict[int, tuple[str, np.dtype]] = {
+    0: ("FLOAT32", np.dtype(np.float32)),
+    1: ("FLOAT16", np.dtype(np.float16)),
+    2: ("INT32", np.dtype(np.int32)),
+    3: ("UINT8", np.dtype(np.uint8)),
+    4: ("INT64", np.dtype(np.int64)),
+    5: ("STRING", np.dtype(object)),
+    6: ("BOOL", np.dtype(np.bool_)),
+    7: ("INT16", np.dtype(np.int16)),
+    8: ("COMPLEX64", np.dtype(np.complex64)),
+    9: ("INT8", np.dtype(np.int8)),
+    10: ("FLOAT64", np.dtype(np.float64)),
+    11: ("COMPLEX128", np.dtype(np.complex128)),
+    12: ("UINT64", np.dtype(np.uint64)),
+    13: ("RESOURCE", np.dtype(object)),
+    14: ("VARIANT", np.dtype(object)),
+    15: ("UINT32", np.dtype(np.uint32)),
+    16: ("UINT16", np.dtype(np.uint16)),
+    17: ("INT4", np.dtype(np.int8)),
+    18: ("BFLOAT16", np.dtype(np.uint16)),
+}
+
+_FILE_IDENTIFIER = b"TFL3"
+_TWO_GIB = 2**31
+
+
+def _enum_names(enum_cls: type) -> dict[int, str]:
+    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+_OPTION_TYPE_NAMES = _enum_names(tflite.BuiltinOptions)
+_ENUM_FIELDS: dict[str, dict[int, str]] = {
+    "padding": _enum_names(tflite.Padding),
+    "fused_activation_function": _enum_names(tflite.ActivationFunctionType),
+    "kernel_type": _enum_names(tflite.LSTMKernelType),
+}
+_MIRROR_PAD_MODES = _enum_names(tflite.MirrorPadMode)
+_SKIPPED_METHODS = {"Init"}
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+@functools.cache
+def _option_readers(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """For an options class, the (snake_name, reader) pairs of its fields, computed once."""
+    methods = {
+        name
+        for name, value in vars(cls).items()
+        if callable(value) and name[:1].isupper() and name not in _SKIPPED_METHODS
+    }
+    readers: list[tuple[str, Callable[[Any], Any]]] = []
+    for name in sorted(methods):
+        if name.startswith("GetRootAs") or name.endswith(("BufferHasIdentifier", "IsNone")):
+            continue
+        if name.endswith(("AsNumpy", "Length")):
+            continue
+        if f"{name}Length" in methods:
+            # A vector field: read it whole.
+            if f"{name}AsNumpy" in methods:
+                getter = getattr(cls, f"{name}AsNumpy")
+                readers.append((_snake(name), lambda obj, g=getter: _vector_tuple(g(obj))))
+            continue
+        readers.append((_snake(name), getattr(cls, name)))
+    return tuple(readers)
+
+
+def _vector_tuple(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, np.ndarray):
+        return tuple(value.tolist())
+    return ()
+
+
+def _parse_options(op: Any) -> OpOptions:
+    type_id = op.BuiltinOptionsType()
+    if type_id == 0:
+        return EMPTY_OPTIONS
+    type_name = _OPTION_TYPE_NAMES.get(type_id)
+    table = op.BuiltinOptions()
+    if type_name is None or table is None:
+        return OpOptions(f"UnknownOptions{type_id}", {})
+    cls = getattr(tflite, type_name, None)
+    if cls is None:
+        return OpOptions(type_name, {})
+    options = cls()
+    options.Init(table.Bytes, table.Pos)
+    fields: dict[str, Any] = {}
+    for name, reader in _option_readers(cls):
+        value = reader(options)
+        if name in _ENUM_FIELDS and isinstance(value, int):
+            value = _ENUM_FIELDS[name].get(value, value)
+        elif name == "mode" and type_name == "MirrorPadOptions":
+            value = _MIRROR_PAD_MODES.get(value, value)
+        elif isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        fields[name] = value
+    return OpOptions(type_name, fields)
+
+
+def _read_bytes(model_path: str | os.PathLike[str] | None, model_content: Any) -> tuple[Any, str]:
+    if (model_path is None) == (model_content is None):
+        raise ModelLoadError(
+            "expected exactly one of model_path or model_content, "
+            f"found model_path={model_path!r} and model_content of type {type(model_content).__name__}"
+        )
+    if model_content is not None:
+        if not isinstance(model_content, (bytes, bytearray, memoryview)):
+            raise ModelLoadError(
+                f"model_content must be bytes, found {type(model_content).__name__}"
+            )
+        return bytes(model_content), "<model_content>"
+    path = os.fspath(model_path)  # type: ignore[arg-type]
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise ModelLoadError(f"{path}: expected a .tflite flatbuffer, found an empty file")
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), path
+    except FileNotFoundError:
+        raise ModelLoadError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ModelLoadError(f"{path}: expected a .tflite file, found a directory") from None
+
+
+def load_model(
+    model_path: str | os.PathLike[str] | None = None, model_content: bytes | None = None
+) -> Model:
+    """Load a .tflite model from a path (memory-mapped) or from bytes.
+
+    Raises :class:`offload.errors.ModelLoadError` for anything that is not a readable model.
+    """
+    data, source = _read_bytes(model_path, model_content)
+    if len(data) < 8:
+        raise ModelLoadError(
+            f"{source}: expected a .tflite flatbuffer (at least 8 bytes), found {len(data)} bytes"
+        )
+    if data[4:8] != _FILE_IDENTIFIER:
+        raise ModelLoadError(
+            f"{source}: expected the TFLite file identifier {_FILE_IDENTIFIER!r} at bytes 4-8, "
+            f"found {bytes(data[4:8])!r}; this is not a .tflite model"
+        )
+    root = struct.unpack_from("<I", data, 0)[0]
+    if root >= len(data):
+        raise ModelLoadError(
+            f"{source}: root table offset {root} points past the end of the {len(data)}-byte file "
+            "(truncated or corrupted)"
+        )
+    try:
+        return _build_model(data, source)
+    except (ModelLoadError, UnsupportedModelError):
+        raise
+    except Exception as exc:  # flatbuffers raises bare struct/index/value errors on bad bytes
+        raise ModelLoadError(
+            f"{source}: the flatbuffer could not be read ({type(exc).__name__}: {exc}); "
+            "the file is truncated or corrupted"
+        ) from exc
+
+
+def _build_model(data: Any, source: str) -> Model:
+    fb = tflite.Model.GetRootAs(data, 0)
+    buffers = _read_buffers(fb, data, source)
+    opcodes = [_read_opcode(fb.OperatorCodes(i)) for i in range(fb.OperatorCodesLength())]
+    subgraphs = tuple(
+        _read_subgraph(fb.Subgraphs(i), i, buffers, opcodes, source)
+        for i in range(fb.SubgraphsLength())
+    )
+    if not subgraphs:
+        raise ModelLoadError(f"{source}: expected at least one subgraph, found none")
+    metadata: dict[str, bytes] = {}
+    for i in range(fb.MetadataLength()):
+        entry = fb.Metadata(i)
+        name = (entry.Name() or b"").decode("utf-8", "replace")
+        buf_index = entry.Buffer()
+        raw = buffers[buf_index] if 0 <= buf_index < len(buffers) else None
+        metadata[name] = bytes(raw) if raw is not None else b""
+    signatures = []
+    for i in range(fb.SignatureDefsLength()):
+        sig = fb.SignatureDefs(i)
+        signatures.append(
+            SignatureDef(
+                key=(sig.SignatureKey() or b"").decode(),
+                subgraph_index=sig.SubgraphIndex(),
+                inputs={
+                    (sig.Inputs(j).Name() or b"").decode(): sig.Inputs(j).TensorIndex()
+                    for j in range(sig.InputsLength())
+                },
+                outputs={
+                    (sig.Outputs(j).Name() or b"").decode(): sig.Outputs(j).TensorIndex()
+                    for j in range(sig.OutputsLength())
+                },
+            )
+        )
+    model_type, reason = classify_model_type(subgraphs, metadata)
+    return Model(
+        version=fb.Version(),
+        description=(fb.Description() or b"").decode("utf-8", "replace"),
+        subgraphs=subgraphs,
+        signatures=tuple(signatures),
+        metadata=metadata,
+        model_type=model_type,
+        model_type_reason=reason,
+        source=source,
+        content=data,
+    )
+
+
+def _read_buffers(fb: Any, data: Any, source: str) -> list[np.ndarray | None]:
+    whole = np.frombuffer(data, dtype=np.uint8)
+    buffers: list[np.ndarray | None] = []
+    for i in range(fb.BuffersLength()):
+        buf = fb.Buffers(i)
+        offset, size = buf.Offset(), buf.Size()
+        if offset > 1:
+            # Models over 2 GiB keep buffers after the flatbuffer, addressed from the file start.
+            if offset + size > len(data):
+                raise UnsupportedModelError(
+                    f"{source}: buffer {i} lives outside the flatbuffer at bytes "
+                    f"{offset}..{offset + size}, but the file has {len(data)} bytes; models with "
+                    "external buffers must be loaded from the complete file"
+                )
+            buffers.append(whole[offset : offset + size])
+        elif buf.DataLength() > 0:
+            buffers.append(buf.DataAsNumpy())
+        else:
+            buffers.append(None)
+    if len(data) > _TWO_GIB and not any(b is not None for b in buffers):
+        raise UnsupportedModelError(f"{source}: models over 2 GiB without buffers are not supported")
+    return buffers
+
+
+def _read_opcode(code: Any) -> tuple[int, int, str | None]:
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    custom = code.CustomCode()
+    return builtin, max(code.Version(), 1), custom.decode("utf-8", "replace") if custom else None
+
+
+def _read_quantization(q: Any) -> Quantization | None:
+    if q is None or q.ScaleLength() == 0:
+        return None
+    scale = q.ScaleAsNumpy().astype(np.float32)
+    zero_point = (
+        q.ZeroPointAsNumpy().astype(np.int64)
+        if q.ZeroPointLength()
+        else np.zeros(scale.shape, np.int64)
+    )
+    scale.flags.writeable = False
+    zero_point.flags.writeable = False
+    return Quantization(scale, zero_point, q.QuantizedDimension())
+
+
+_INDEX_VECTORS = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}
+
+
+def _index_vector(type_id: int, table: Any) -> np.ndarray | None:
+    cls = _INDEX_VECTORS.get(type_id)
+    if cls is None or table is None:
+        return None
+    vec = cls()
+    vec.Init(table.Bytes, table.Pos)
+    return vec.ValuesAsNumpy().astype(np.int64) if vec.ValuesLength() else np.zeros(0, np.int64)
+
+
+def _read_sparsity(s: Any) -> Sparsity | None:
+    if s is None:
+        return None
+    dims = []
+    for j in range(s.DimMetadataLength()):
+        d = s.DimMetadata(j)
+        dims.append(
+            DimensionMetadata(
+                format="SPARSE_CSR" if d.Format() == 1 else "DENSE",
+                dense_size=d.DenseSize(),
+                array_segments=_index_vector(d.ArraySegmentsType(), d.ArraySegments()),
+                array_indices=_index_vector(d.ArrayIndicesType(), d.ArrayIndices()),
+            )
+        )
+    return Sparsity(
+        traversal_order=tuple(s.TraversalOrderAsNumpy().tolist()) if s.TraversalOrderLength() else (),
+        block_map=tuple(s.BlockMapAsNumpy().tolist()) if s.BlockMapLength() else (),
+        dim_metadata=tuple(dims),
+    )
+
+
+def _read_tensor(t: Any, index: int, buffers: list[np.ndarray | None], source: str) -> Tensor:
+    type_id = t.Type()
+    if type_id not in TENSOR_TYPES:
+        raise ModelLoadError(f"{source}: tensor {index} has unknown TensorType {type_id}")
+    type_name, dtype = TENSOR_TYPES[type_id]
+    shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+    signature = tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else shape
+    buf_index = t.Buffer()
+    if not 0 <= buf_index < max(len(buffers), 1):
+        raise ModelLoadError(
+            f"{source}: tensor {index} refers to buffer {buf_index}, but the model has "
+            f"{len(buffers)} buffers"
+        )
+    raw = buffers[buf_index] if buffers else None
+    sparsity = _read_sparsity(t.Sparsity())
+    data: np.ndarray | None = None
+    if raw is not None:
+        if dtype == np.dtype(object) or type_name == "INT4" or sparsity is not None:
+            data = raw
+        else:
+            count = int(np.prod(shape)) if shape else 1
+            if raw.size != count * dtype.itemsize:
+                raise ModelLoadError(
+                    f"{source}: tensor {index} ({(t.Name() or b'').decode()!r}) of shape "
+                    f"{list(shape)} and type {type_name} expects {count * dtype.itemsize} bytes "
+                    f"of constant data, found {raw.size}"
+                )
+            data = raw.view(dtype)
+        if data.flags.writeable:
+            data = data.view()
+            data.flags.writeable = False
+    return Tensor(
+        index=index,
+        name=(t.Name() or b"").decode("utf-8", "replace"),
+        shape=shape,
+        shape_signature=signature,
+        dtype=dtype,
+        type_name=type_name,
+        quantization=_read_quantization(t.Quantization()),
+        sparsity=sparsity,
+        data=data,
+        is_variable=bool(t.IsVariable()),
+    )
+
+
+def _read_subgraph(
+    sg: Any,
+    sg_index: int,
+    buffers: list[np.ndarray | None],
+    opcodes: list[tuple[int, int, str | None]],
+    source: str,
+) -> Subgraph:
+    tensors = tuple(_read_tensor(sg.Tensors(i), i, buffers, source) for i in range(sg.TensorsLength()))
+    n = len(tensors)
+
+    def indices(values: Any, what: str) -> tuple[int, ...]:
+        out = tuple(int(v) for v in values) if isinstance(values, np.ndarray) else ()
+        for v in out:
+            if not -1 <= v < n:
+                raise ModelLoadError(
+                    f"{source}: subgraph {sg_index} {what} refers to tensor {v}, but the subgraph "
+                    f"has {n} tensors (valid: 0..{n - 1}, or -1 for an omitted input)"
+                )
+        return out
+
+    nodes = []
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        code_index = op.OpcodeIndex()
+        if not 0 <= code_index < len(opcodes):
+            raise ModelLoadError(
+                f"{source}: node {i} refers to operator code {code_index}, but the model has "
+                f"{len(opcodes)} operator codes"
+            )
+        builtin, version, custom = opcodes[code_index]
+        name = BUILTIN_OPCODE2NAME.get(builtin, f"BUILTIN_{builtin}")
+        nodes.append(
+            Node(
+                index=i,
+                op=name,
+                version=version,
+                inputs=indices(op.InputsAsNumpy(), f"node {i} input"),
+                outputs=indices(op.OutputsAsNumpy(), f"node {i} output"),
+                options=_parse_options(op),
+                intermediates=indices(op.IntermediatesAsNumpy(), f"node {i} intermediate"),
+                custom_code=custom if name == "CUSTOM" else None,
+                custom_options=bytes(op.CustomOptionsAsNumpy()) if op.CustomOptionsLength() else b"",
+                builtin_code=builtin,
+            )
+        )
+    return Subgraph(
+        index=sg_index,
+        name=(sg.Name() or b"").decode("utf-8", "replace"),
+        tensors=tensors,
+        nodes=tuple(nodes),
+        inputs=indices(sg.InputsAsNumpy(), "input list"),
+        outputs=indices(sg.OutputsAsNumpy(), "output list"),
+    )

@@ -1,0 +1,101 @@
+"""Every exception offload raises on purpose, in one place.
+
+Each message says what was expected, what was found and, where it helps, what to do.
+All of them derive from :class:`OffloadError`, so ``except offload.errors.OffloadError``
+catches everything the library raises deliberately.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "OffloadError",
+    "ModelLoadError",
+    "UnsupportedModelError",
+    "UnsupportedOpError",
+    "OpExecutionError",
+    "TensorIndexError",
+    "TensorShapeError",
+    "TensorTypeError",
+    "InterpreterStateError",
+    "PluginError",
+    "PluginImportError",
+    "DelegateUnavailableError",
+    "DelegateOptionsError",
+    "CapabilityDeclarationError",
+    "PartitionError",
+    "CpuFallbackError",
+    "DelegateError",
+    "ModelBuildError",
+]
+
+
+class OffloadError(Exception):
+    """Base class of every error offload raises deliberately."""
+
+
+class ModelLoadError(OffloadError, ValueError):
+    """The bytes are not a readable .tflite flatbuffer (truncated, corrupted, wrong file)."""
+
+
+class UnsupportedModelError(OffloadError, ValueError):
+    """The file is a valid .tflite model that offload cannot run (e.g. external buffers over 2 GiB)."""
+
+
+class UnsupportedOpError(OffloadError, NotImplementedError):
+    """A node uses an op (builtin, version or custom) for which no kernel exists."""
+
+
+class OpExecutionError(OffloadError, RuntimeError):
+    """A kernel failed; the message carries op name, version, node index, input shapes and dtypes."""
+
+
+class TensorIndexError(OffloadError, IndexError):
+    """A tensor index is outside the subgraph's tensor table."""
+
+
+class TensorShapeError(OffloadError, ValueError):
+    """A tensor was given (or resized to) a shape that does not fit."""
+
+
+class TensorTypeError(OffloadError, ValueError):
+    """A tensor was given a value of the wrong dtype."""
+
+
+class InterpreterStateError(OffloadError, RuntimeError):
+    """A method was called in the wrong order (e.g. invoke before allocate_tensors)."""
+
+
+class PluginError(OffloadError):
+    """Base class for plugin discovery and loading problems."""
+
+
+class PluginImportError(PluginError, ImportError):
+    """A plugin registered in ``offload.delegates`` failed to import."""
+
+
+class DelegateUnavailableError(PluginError, RuntimeError):
+    """A delegate that was asked for by name is installed but cannot run here (with the reason)."""
+
+
+class DelegateOptionsError(PluginError, ValueError):
+    """Delegate options were rejected; the message names the delegate and the option."""
+
+
+class CapabilityDeclarationError(PluginError, ValueError):
+    """A delegate declared malformed capabilities; the message names the plugin."""
+
+
+class PartitionError(OffloadError, ValueError):
+    """Partitioning options or inputs were invalid."""
+
+
+class CpuFallbackError(OffloadError, RuntimeError):
+    """Strict mode (``allow_cpu_fallback=False``) found nodes that no delegate took."""
+
+
+class DelegateError(OffloadError, RuntimeError):
+    """A delegate kernel failed while initialising, preparing or invoking its partition."""
+
+
+class ModelBuildError(OffloadError, ValueError):
+    """The model builder was given an inconsistent graph."""

@@ -1,0 +1,28 @@
+"""Fused activation functions of TFLite's float kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["apply_fused_activation", "FUSED_ACTIVATIONS"]
+
+FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
+
+
+def apply_fused_activation(x: np.ndarray, activation: str | None) -> np.ndarray:
+    """Apply a fused activation in place where possible; returns the result."""
+    if activation in (None, "NONE"):
+        return x
+    if activation == "RELU":
+        return np.maximum(x, 0, out=x if x.flags.writeable else None)
+    if activation == "RELU6":
+        return np.clip(x, 0, 6, out=x if x.flags.writeable else None)
+    if activation == "RELU_N1_TO_1":
+        return np.clip(x, -1, 1, out=x if x.flags.writeable else None)
+    if activation == "TANH":
+        return np.tanh(x)
+    if activation == "SIGMOID":
+        return (1.0 / (1.0 + np.exp(-x))).astype(x.dtype)
+    if activation == "SIGN_BIT":
+        return np.signbit(x).astype(x.dtype)
+    raise ValueError(f"expected a fused activation among {FUSED_ACTIVATIONS}, found {activation!r}")

@@ -1,0 +1,82 @@
+"""Explicit op-name -> kernel-class registry of the CPU reference.
+
+Each op lives in ``offload/ops/<op_name_lower>.py`` and defines one :class:`OpKernel` subclass
+decorated with :func:`register`. The list of op modules is ``OP_MODULES`` below; an op is
+imported the first time a model needs it, so loading offload stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from offload.errors import UnsupportedOpError
+
+if TYPE_CHECKING:
+    from offload._graph import Node
+    from offload.ops._base import OpKernel
+
+__all__ = ["register", "kernel_class", "supported_ops", "OP_MODULES", "UNSUPPORTED_CONTROL_FLOW"]
+
+# The op modules of the CPU reference, one per TFLite builtin op (module name = op name, lower).
+OP_MODULES: tuple[str, ...] = ()
+
+# Ops we know and deliberately do not run yet; reported by name rather than as "unknown".
+UNSUPPORTED_CONTROL_FLOW = ("WHILE", "IF", "CALL_ONCE", "CALL")
+
+_KERNELS: dict[str, type[OpKernel]] = {}
+
+
+def register(cls: type[OpKernel]) -> type[OpKernel]:
+    """Class decorator: make ``cls`` the kernel for ``cls.op``."""
+    if not cls.op:
+        raise TypeError(f"{cls.__name__} must set the class attribute `op`")
+    if cls.op in _KERNELS and _KERNELS[cls.op] is not cls:
+        raise TypeError(f"two kernels registered for {cls.op}: {_KERNELS[cls.op]} and {cls}")
+    _KERNELS[cls.op] = cls
+    return cls
+
+
+def _import(op: str) -> None:
+    if op in _KERNELS:
+        return
+    module = op.lower()
+    if module in OP_MODULES or not OP_MODULES:
+        try:
+            importlib.import_module(f"offload.ops.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"offload.ops.{module}":
+                raise
+
+
+def supported_ops() -> dict[str, int]:
+    """Every op the CPU reference runs, with the highest version it implements."""
+    for module in OP_MODULES:
+        _import(module.upper())
+    return {name: cls.max_version for name, cls in sorted(_KERNELS.items())}
+
+
+def kernel_class(node: Node) -> type[OpKernel]:
+    """The kernel class for ``node``, or :class:`UnsupportedOpError` saying why there is none."""
+    if node.is_custom:
+        raise UnsupportedOpError(
+            f"{node.describe()}: custom op {node.custom_code!r} has no kernel in offload's CPU "
+            "reference; register one or run the node through a delegate that implements it"
+        )
+    if node.op in UNSUPPORTED_CONTROL_FLOW:
+        raise UnsupportedOpError(
+            f"{node.describe()}: control-flow op {node.op} is not supported by offload yet"
+        )
+    _import(node.op)
+    cls = _KERNELS.get(node.op)
+    if cls is None:
+        raise UnsupportedOpError(
+            f"{node.describe()}: op {node.op} has no kernel in offload's CPU reference; "
+            f"supported ops are {', '.join(sorted(_KERNELS)) or '(none loaded)'}"
+        )
+    if node.version > cls.max_version:
+        raise UnsupportedOpError(
+            f"{node.describe()}: expected {node.op} version <= {cls.max_version}, "
+            f"found version {node.version}"
+        )
+    return cls

@@ -1,5 +1,48 @@
-"""offload: run TensorFlow Lite / LiteRT models in Python, with accelerator delegates."""
+"""offload: run TensorFlow Lite / LiteRT models in Python, with accelerator delegates.
 
+The public API is what ``__all__`` lists; everything in underscore modules is private.
+"""
+
+from offload import errors
+from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
+from offload._delegate import Availability, Delegate, DelegateKernel, DelegateOptions
+from offload._graph import Model, ModelType, Node, Subgraph, Tensor
+from offload._interpreter import Interpreter, SignatureRunner
 from offload._loader import load_model
+from offload._matrix import capability_matrix
+from offload._partition import Partition
+from offload._plan import Plan
+from offload._plugins import list_delegates, list_plugins, load_delegate, reload_plugins
+from offload._providers import DelegateFlag, DelegateProvider
+from offload.hookspecs import hookimpl
 
-__all__ = ["load_model"]
+__version__ = "0.1.0"
+
+__all__ = [
+    "Availability",
+    "Capabilities",
+    "Delegate",
+    "DelegateFlag",
+    "DelegateKernel",
+    "DelegateOptions",
+    "DelegateProvider",
+    "Interpreter",
+    "Model",
+    "ModelType",
+    "ModelTypeSupport",
+    "Node",
+    "OpCapability",
+    "Partition",
+    "Plan",
+    "SignatureRunner",
+    "Subgraph",
+    "Tensor",
+    "capability_matrix",
+    "errors",
+    "hookimpl",
+    "list_delegates",
+    "list_plugins",
+    "load_delegate",
+    "load_model",
+    "reload_plugins",
+]

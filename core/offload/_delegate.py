@@ -1,0 +1,136 @@
+"""The delegate contract, after LiteRT's SimpleDelegateInterface / SimpleDelegateKernelInterface.
+
+A delegate says what it supports (:class:`~offload.Capabilities`), whether it can run here
+(:meth:`Delegate.availability`), and makes one :class:`DelegateKernel` per partition. Required
+methods raise ``NotImplementedError``; optional ones have working defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
+
+from offload._capabilities import Capabilities, check_node
+from offload.errors import DelegateOptionsError
+
+if TYPE_CHECKING:
+    from offload._graph import Model, Node, Subgraph
+    from offload._partition import Partition
+
+__all__ = ["Availability", "Delegate", "DelegateKernel", "DelegateOptions"]
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a delegate can run on this machine, and if not, why (for people to read)."""
+
+    available: bool
+    reason: str = ""
+
+
+class DelegateOptions(BaseModel):
+    """Options every delegate accepts. Subclass it to add a delegate's own options.
+
+    ``max_delegated_partitions``: unset keeps every partition; a positive integer keeps that
+    many, the largest first. ``min_nodes_per_partition``: smaller partitions go to the CPU.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_delegated_partitions: PositiveInt | None = None
+    min_nodes_per_partition: PositiveInt = 1
+
+
+class DelegateKernel:
+    """Runs one partition. ``init`` once, ``prepare`` on every shape change, ``invoke`` per run."""
+
+    def init(self, subgraph: Subgraph, partition: Partition) -> None:
+        """Compile, upload and transform weights for ``partition``. Called once."""
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]]) -> None:
+        """React to new input shapes (called after init and after every resize)."""
+
+    def invoke(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
+        """Compute ``partition.outputs`` from arrays for ``partition.inputs``, in that order."""
+        raise NotImplementedError(f"{type(self).__name__} needs invoke()")
+
+
+class Delegate:
+    """Base class of every delegate, ours and third parties'.
+
+    Subclasses set ``name``, ``CAPABILITIES`` and, if they take options of their own,
+    ``Options`` (a :class:`DelegateOptions` subclass); they implement :meth:`create_kernel`.
+    """
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    Options: ClassVar[type[DelegateOptions]] = DelegateOptions
+    CAPABILITIES: ClassVar[Capabilities]
+
+    def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
+        self.options = self.parse_options(options)
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any] | DelegateOptions | None) -> Any:
+        """Validate ``options`` against ``cls.Options``; errors name the delegate and option."""
+        if isinstance(options, cls.Options):
+            return options
+        if isinstance(options, DelegateOptions):
+            options = options.model_dump(exclude_unset=True)
+        try:
+            return cls.Options(**dict(options or {}))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"option {'.'.join(str(p) for p in err['loc']) or '?'}: {_option_message(err)}"
+                for err in exc.errors()
+            )
+            valid = ", ".join(sorted(cls.Options.model_fields))
+            raise DelegateOptionsError(
+                f"delegate {cls.name!r} rejected its options: {problems} (valid options: {valid})"
+            ) from None
+
+    @classmethod
+    def availability(cls) -> Availability:
+        """Can this delegate run here? Override to probe hardware or platform."""
+        return Availability(True)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this delegate supports with its current options (defaults to CAPABILITIES)."""
+        return self.CAPABILITIES
+
+    def model_type_reason(self, model: Model) -> str | None:
+        """None if the delegate takes models of this type, else the one reason it does not."""
+        support = self.capabilities.model_types[model.model_type]
+        if support.support == "no":
+            detail = f": {support.reason}" if support.reason else ""
+            return f"{self.name} does not support {model.model_type} models{detail}"
+        return None
+
+    def check_node(self, node: Node, subgraph: Subgraph) -> str | None:
+        """Extra per-node constraints that capabilities cannot express. None means fine."""
+        return None
+
+    def is_node_supported(self, node: Node, subgraph: Subgraph) -> str | None:
+        """None if this delegate takes ``node``, else the reason it does not."""
+        reason = check_node(self.capabilities.op(node.op), node, subgraph)
+        if reason is None:
+            reason = self.check_node(node, subgraph)
+        return reason
+
+    def create_kernel(self) -> DelegateKernel:
+        """A new kernel for one partition."""
+        raise NotImplementedError(f"{type(self).__name__} needs create_kernel()")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.options!r}>"
+
+
+def _option_message(err: Mapping[str, Any]) -> str:
+    if err.get("type") == "extra_forbidden":
+        return "unknown option"
+    return f"{err.get('msg')} (found {err.get('input')!r})"

@@ -1,0 +1,621 @@
+"""LiteRT's Python Interpreter API over offload's planner, CPU reference and delegates.
+
+A program written for ``ai_edge_litert.interpreter.Interpreter`` runs unchanged with
+``from offload import Interpreter``. Work is split as LiteRT splits it: ``allocate_tensors``
+plans (partitions, builds kernels, pre-transforms weights, initialises delegate partitions,
+allocates input buffers and the liveness table); ``invoke`` only runs the flat step list.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from offload._auto import choose_delegates
+from offload._delegate import Delegate, DelegateKernel
+from offload._graph import Model, Subgraph, Tensor
+from offload._loader import load_model
+from offload._partition import Partition
+from offload._plan import Plan, Step, make_plan
+from offload._plugins import load_delegate
+from offload.errors import (
+    CpuFallbackError,
+    DelegateError,
+    InterpreterStateError,
+    OffloadError,
+    OpExecutionError,
+    TensorIndexError,
+    TensorShapeError,
+    TensorTypeError,
+)
+from offload.ops import kernel_class
+
+__all__ = ["Interpreter", "SignatureRunner"]
+
+DelegatesArg = str | Sequence[str | Delegate] | None
+
+
+def _shape_str(a: Any) -> str:
+    if a is None:
+        return "None"
+    return f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
+
+
+class _CompiledStep:
+    __slots__ = ("run", "inputs", "outputs", "release", "step", "label", "single")
+
+    def __init__(
+        self,
+        run: Callable[..., Any],
+        inputs: tuple[int, ...],
+        outputs: tuple[int, ...],
+        step: Step,
+        label: str,
+    ) -> None:
+        self.run = run
+        self.inputs = inputs
+        self.outputs = outputs
+        self.release: tuple[int, ...] = ()
+        self.step = step
+        self.label = label
+        self.single = len(outputs) == 1
+
+
+class _Executor:
+    """Plans and runs one subgraph."""
+
+    def __init__(
+        self,
+        model: Model,
+        subgraph: Subgraph,
+        delegates: Sequence[Delegate],
+        allow_cpu_fallback: bool,
+        preserve_all_tensors: bool,
+    ) -> None:
+        self.model = model
+        self.subgraph = subgraph
+        self.delegates = list(delegates)
+        self.allow_cpu_fallback = allow_cpu_fallback
+        self.preserve_all_tensors = preserve_all_tensors
+        self.shapes: list[tuple[int, ...]] = [t.shape for t in subgraph.tensors]
+        self.buffers: list[np.ndarray | None] = [None] * len(subgraph.tensors)
+        self.plan: Plan | None = None
+        self.compiled: list[_CompiledStep] = []
+        self.cpu_kernels: dict[int, Any] = {}
+        self.delegate_kernels: dict[int, DelegateKernel] = {}
+        self.restored: dict[int, str] = {}
+        self.allocated = False
+        self.profile: dict[int, list[float]] | None = None
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def _make_plan(self) -> Plan:
+        plan = make_plan(self.model, self.subgraph, self.delegates)
+        if self.delegates and not self.allow_cpu_fallback and plan.cpu_nodes():
+            lines = []
+            for op, entry in plan.fallback_summary().items():
+                reasons = "; ".join(
+                    f"{d}: {r}" for d, by in entry["reasons"].items() for r in by
+                ) or "no delegate took it"
+                lines.append(f"  {op} x{entry['count']}: {reasons}")
+            raise CpuFallbackError(
+                f"allow_cpu_fallback=False, but {len(plan.cpu_nodes())} node(s) were taken by no "
+                f"delegate ({', '.join(plan.delegates)}):\n" + "\n".join(lines)
+            )
+        return plan
+
+    def _cpu_kernel(self, node_index: int) -> Any:
+        kernel = self.cpu_kernels.get(node_index)
+        if kernel is None:
+            node = self.subgraph.nodes[node_index]
+            kernel = kernel_class(node)(node, self.subgraph)
+            self.cpu_kernels[node_index] = kernel
+        return kernel
+
+    def _init_partition(self, partition: Partition) -> DelegateKernel | None:
+        delegate = self._delegate_named(partition.delegate)
+        try:
+            kernel = delegate.create_kernel()
+            kernel.init(self.subgraph, partition)
+            kernel.prepare([self.shapes[t] for t in partition.inputs])
+        except Exception as exc:
+            message = (
+                f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
+                f"({len(partition.nodes)} nodes): {type(exc).__name__}: {exc}"
+            )
+            if not self.allow_cpu_fallback:
+                raise DelegateError(message) from exc
+            warnings.warn(f"{message}; running that partition on the CPU instead", stacklevel=4)
+            self.restored[partition.index] = message
+            return None
+        return kernel
+
+    def _delegate_named(self, name: str) -> Delegate:
+        assert self.plan is not None
+        return self.delegates[self.plan.delegates.index(name)]
+
+    def allocate(self) -> None:
+        if self.plan is None:
+            self.plan = self._make_plan()
+        sg = self.subgraph
+        plan = self.plan
+        compiled: list[_CompiledStep] = []
+        for step in plan.steps:
+            if step.kind == "delegate":
+                partition = plan.partitions[step.index]
+                kernel = self.delegate_kernels.get(step.index)
+                if kernel is None and step.index not in self.restored:
+                    kernel = self._init_partition(partition)
+                    if kernel is not None:
+                        self.delegate_kernels[step.index] = kernel
+                elif kernel is not None:
+                    kernel.prepare([self.shapes[t] for t in partition.inputs])
+                if kernel is not None:
+                    compiled.append(
+                        _CompiledStep(
+                            _partition_runner(kernel),
+                            partition.inputs,
+                            partition.outputs,
+                            step,
+                            f"{partition.delegate} partition {partition.index}",
+                        )
+                    )
+                    continue
+                cpu_nodes = partition.nodes
+            else:
+                cpu_nodes = (step.index,)
+            for n in cpu_nodes:
+                node = sg.nodes[n]
+                kernel = self._cpu_kernel(n)
+                compiled.append(
+                    _CompiledStep(kernel.run, node.inputs, node.outputs, Step("cpu", n), node.describe())
+                )
+        self._assign_liveness(compiled)
+        self.compiled = compiled
+        self._allocate_buffers()
+        self.allocated = True
+
+    def _assign_liveness(self, compiled: list[_CompiledStep]) -> None:
+        sg = self.subgraph
+        keep = set(sg.inputs) | set(sg.outputs)
+        keep |= {t.index for t in sg.tensors if t.is_constant or t.is_variable}
+        if self.preserve_all_tensors:
+            return
+        last_use: dict[int, int] = {}
+        for pos, cs in enumerate(compiled):
+            for t in (*cs.inputs, *cs.outputs):
+                if t >= 0 and t not in keep:
+                    last_use[t] = pos
+        releases: dict[int, list[int]] = {}
+        for t, pos in last_use.items():
+            releases.setdefault(pos, []).append(t)
+        for pos, cs in enumerate(compiled):
+            cs.release = tuple(releases.get(pos, ()))
+
+    def _allocate_buffers(self) -> None:
+        sg = self.subgraph
+        for t in sg.tensors:
+            if t.is_variable:
+                if self.buffers[t.index] is None or self.buffers[t.index].shape != self.shapes[t.index]:
+                    self.buffers[t.index] = _variable_initial_value(t, self.shapes[t.index])
+            elif t.is_constant:
+                if t.sparsity is None and t.dtype != np.dtype(object):
+                    self.buffers[t.index] = t.constant_value()
+        for i in sg.inputs:
+            t = sg.tensors[i]
+            shape = self.shapes[i]
+            buf = self.buffers[i]
+            if buf is None or buf.shape != shape or buf.dtype != t.dtype:
+                self.buffers[i] = np.zeros(shape, dtype=t.dtype)
+
+    def reset_variables(self) -> None:
+        for t in self.subgraph.tensors:
+            if t.is_variable:
+                self.buffers[t.index] = _variable_initial_value(t, self.shapes[t.index])
+
+    # -- running ----------------------------------------------------------------------------
+
+    def invoke(self) -> None:
+        if not self.allocated:
+            raise InterpreterStateError(
+                "invoke() called before allocate_tensors(); call allocate_tensors() first "
+                "(and again after resize_tensor_input())"
+            )
+        bufs = self.buffers
+        profile = self.profile
+        for pos, cs in enumerate(self.compiled):
+            args = [bufs[i] if i >= 0 else None for i in cs.inputs]
+            try:
+                if profile is None:
+                    result = cs.run(*args)
+                else:
+                    start = time.perf_counter()
+                    result = cs.run(*args)
+                    profile.setdefault(pos, []).append(time.perf_counter() - start)
+            except OffloadError:
+                raise
+            except Exception as exc:
+                shapes = ", ".join(_shape_str(a) for a in args)
+                raise OpExecutionError(
+                    f"{cs.label} failed: {type(exc).__name__}: {exc} (inputs: {shapes})"
+                ) from exc
+            if cs.single:
+                bufs[cs.outputs[0]] = result if isinstance(result, np.ndarray) else result[0]
+            else:
+                for t, value in zip(cs.outputs, result):
+                    if t >= 0:
+                        bufs[t] = value
+            for t in cs.release:
+                bufs[t] = None
+
+
+def _partition_runner(kernel: DelegateKernel) -> Callable[..., Any]:
+    def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
+        try:
+            return kernel.invoke(inputs)
+        except OffloadError:
+            raise
+        except Exception as exc:
+            raise DelegateError(f"{type(exc).__name__}: {exc}") from exc
+
+    return run
+
+
+def _variable_initial_value(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
+    if t.is_constant and t.sparsity is None:
+        return np.array(t.constant_value(), copy=True)
+    return np.zeros(shape, dtype=t.dtype)
+
+
+def _tensor_details(t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
+    q = t.quantization
+    if q is None:
+        quantization: tuple[float, int] = (0.0, 0)
+        params = {
+            "scales": np.zeros(0, np.float32),
+            "zero_points": np.zeros(0, np.int32),
+            "quantized_dimension": 0,
+        }
+    else:
+        quantization = q.as_tuple()
+        params = {
+            "scales": np.array(q.scale, np.float32),
+            "zero_points": np.array(q.zero_point, np.int32),
+            "quantized_dimension": q.quantized_dimension,
+        }
+    sparsity: dict[str, Any] = {}
+    if t.sparsity is not None:
+        sparsity = {
+            "traversal_order": np.array(t.sparsity.traversal_order, np.int32),
+            "block_map": np.array(t.sparsity.block_map, np.int32),
+            "dim_metadata": [
+                {"format": 0 if d.format == "DENSE" else 1, "dense_size": d.dense_size}
+                if d.format == "DENSE"
+                else {
+                    "format": 1,
+                    "array_segments": d.array_segments,
+                    "array_indices": d.array_indices,
+                }
+                for d in t.sparsity.dim_metadata
+            ],
+        }
+    return {
+        "name": t.name,
+        "index": t.index,
+        "shape": np.array(shape, np.int32),
+        "shape_signature": np.array(t.shape_signature, np.int32),
+        "dtype": t.dtype.type,
+        "quantization": quantization,
+        "quantization_parameters": params,
+        "sparsity_parameters": sparsity,
+    }
+
+
+class Interpreter:
+    """Run a .tflite model: LiteRT's ``Interpreter`` API, with offload's delegates.
+
+    Args:
+        model_path: path to a .tflite file (memory-mapped).
+        model_content: the model's bytes, instead of a path.
+        experimental_delegates: delegate objects in priority order (as returned by
+            :func:`offload.load_delegate`), as in LiteRT.
+        num_threads: accepted for compatibility; the numpy reference uses numpy's threads.
+        delegates: ``"auto"`` to pick from installed delegates by the capability matrix and
+            the cost rule in :mod:`offload._auto`, or names / delegate objects in priority order.
+        allow_cpu_fallback: False makes planning fail when a node is left to the CPU.
+        profile: record per-step time; read it with :meth:`profile_report`.
+        experimental_preserve_all_tensors: keep every intermediate for :meth:`get_tensor`.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        model_content: bytes | None = None,
+        experimental_delegates: Sequence[Delegate] | None = None,
+        num_threads: int | None = None,
+        delegates: DelegatesArg = None,
+        *,
+        allow_cpu_fallback: bool = True,
+        profile: bool = False,
+        experimental_preserve_all_tensors: bool = False,
+        **litert_options: Any,
+    ) -> None:
+        self._model = load_model(model_path=model_path, model_content=model_content)
+        self._num_threads = num_threads
+        self._allow_cpu_fallback = allow_cpu_fallback
+        self._preserve = experimental_preserve_all_tensors
+        self._litert_options = litert_options
+        self.auto_selection: dict[str, Any] | None = None
+        chosen: list[Delegate] = list(experimental_delegates or [])
+        for d in chosen:
+            if not isinstance(d, Delegate):
+                raise TypeError(
+                    f"experimental_delegates expects offload.Delegate objects, found {type(d).__name__}"
+                )
+        if isinstance(delegates, str) and delegates == "auto":
+            picked, self.auto_selection = choose_delegates(self._model)
+            chosen.extend(picked)
+        elif isinstance(delegates, str):
+            chosen.append(load_delegate(delegates))
+        elif delegates is not None:
+            for d in delegates:
+                chosen.append(d if isinstance(d, Delegate) else load_delegate(d))
+        self._delegates = chosen
+        self._executor = _Executor(
+            self._model, self._model.main, chosen, allow_cpu_fallback, experimental_preserve_all_tensors
+        )
+        if profile:
+            self._executor.profile = {}
+        self._signature_runners: dict[str, SignatureRunner] = {}
+
+    # -- LiteRT API -------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    def allocate_tensors(self) -> None:
+        self._executor.allocate()
+
+    def invoke(self) -> None:
+        self._executor.invoke()
+
+    def _check_index(self, index: int) -> Tensor:
+        tensors = self._model.main.tensors
+        if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < len(tensors):
+            raise TensorIndexError(
+                f"expected a tensor index in 0..{len(tensors) - 1}, found {index!r}"
+            )
+        return tensors[int(index)]
+
+    def get_input_details(self) -> list[dict[str, Any]]:
+        sg = self._model.main
+        return [_tensor_details(sg.tensors[i], self._executor.shapes[i]) for i in sg.inputs]
+
+    def get_output_details(self) -> list[dict[str, Any]]:
+        sg = self._model.main
+        return [_tensor_details(sg.tensors[i], self._current_shape(i)) for i in sg.outputs]
+
+    def get_tensor_details(self) -> list[dict[str, Any]]:
+        return [_tensor_details(t, self._current_shape(t.index)) for t in self._model.main.tensors]
+
+    def _current_shape(self, index: int) -> tuple[int, ...]:
+        buf = self._executor.buffers[index]
+        return tuple(buf.shape) if buf is not None else self._executor.shapes[index]
+
+    def set_tensor(self, tensor_index: int, value: Any) -> None:
+        t = self._check_index(tensor_index)
+        ex = self._executor
+        if t.index not in self._model.main.inputs and not t.is_variable:
+            raise TensorIndexError(
+                f"tensor {t.index} ({t.name!r}) is not an input of the model; inputs are "
+                f"{list(self._model.main.inputs)}"
+            )
+        value = np.asarray(value)
+        if value.dtype != t.dtype:
+            raise TensorTypeError(
+                f"Cannot set tensor {t.index} ({t.name!r}): expected dtype {t.dtype}, "
+                f"found {value.dtype}"
+            )
+        expected = ex.shapes[t.index]
+        if tuple(value.shape) != tuple(expected):
+            raise TensorShapeError(
+                f"Cannot set tensor {t.index} ({t.name!r}): expected shape {list(expected)}, "
+                f"found {list(value.shape)}; call resize_tensor_input() first to change it"
+            )
+        buf = ex.buffers[t.index]
+        if buf is None or buf.shape != value.shape or not buf.flags.writeable:
+            ex.buffers[t.index] = np.array(value, copy=True)
+        else:
+            np.copyto(buf, value)
+
+    def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
+        t = self._check_index(tensor_index)
+        buf = self._executor.buffers[t.index]
+        if buf is None:
+            if t.sparsity is not None:
+                raise InterpreterStateError(
+                    f"tensor {t.index} ({t.name!r}) is a sparse constant; it has no dense value"
+                )
+            if not self._executor.allocated:
+                raise InterpreterStateError(
+                    f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() first"
+                )
+            raise InterpreterStateError(
+                f"tensor {t.index} ({t.name!r}) has no value: intermediates are freed after "
+                "their last use; create the Interpreter with experimental_preserve_all_tensors=True "
+                "to keep them"
+            )
+        return np.array(buf, copy=True)
+
+    def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
+        t = self._check_index(tensor_index)
+        ex = self._executor
+
+        def view() -> np.ndarray:
+            buf = ex.buffers[t.index]
+            if buf is None:
+                raise InterpreterStateError(f"tensor {t.index} ({t.name!r}) has no value yet")
+            return buf
+
+        return view
+
+    def resize_tensor_input(
+        self, input_index: int, tensor_size: Sequence[int], strict: bool = False
+    ) -> None:
+        t = self._check_index(input_index)
+        sg = self._model.main
+        if t.index not in sg.inputs:
+            raise TensorIndexError(
+                f"tensor {t.index} ({t.name!r}) is not an input; inputs are {list(sg.inputs)}"
+            )
+        new_shape = tuple(int(d) for d in tensor_size)
+        if len(new_shape) != len(t.shape) and t.shape:
+            raise TensorShapeError(
+                f"resize of input {t.index} ({t.name!r}): expected rank {len(t.shape)}, "
+                f"found shape {list(new_shape)}"
+            )
+        if strict:
+            for want, got in zip(t.shape_signature, new_shape):
+                if want != -1 and want != got:
+                    raise TensorShapeError(
+                        f"strict resize of input {t.index} ({t.name!r}): only dimensions that "
+                        f"are -1 in shape_signature {list(t.shape_signature)} may change, "
+                        f"found {list(new_shape)}"
+                    )
+        if any(d < 0 for d in new_shape):
+            raise TensorShapeError(f"resize of input {t.index}: negative size in {list(new_shape)}")
+        self._executor.shapes[t.index] = new_shape
+        self._executor.allocated = False
+
+    def reset_all_variables(self) -> None:
+        self._executor.reset_variables()
+
+    def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
+        return {
+            s.key: {"inputs": sorted(s.inputs), "outputs": sorted(s.outputs)}
+            for s in self._model.signatures
+        }
+
+    def get_signature_runner(self, signature_key: str | None = None) -> SignatureRunner:
+        sigs = {s.key: s for s in self._model.signatures}
+        if signature_key is None:
+            if len(sigs) != 1:
+                raise ValueError(
+                    f"signature_key is required when the model has {len(sigs)} signatures "
+                    f"({sorted(sigs)})"
+                )
+            signature_key = next(iter(sigs))
+        if signature_key not in sigs:
+            raise ValueError(
+                f"no signature {signature_key!r}; the model has {sorted(sigs) or 'none'}"
+            )
+        if signature_key not in self._signature_runners:
+            sig = sigs[signature_key]
+            if sig.subgraph_index == 0:
+                executor = self._executor
+            else:
+                executor = _Executor(
+                    self._model,
+                    self._model.subgraphs[sig.subgraph_index],
+                    self._delegates,
+                    self._allow_cpu_fallback,
+                    self._preserve,
+                )
+            self._signature_runners[signature_key] = SignatureRunner(sig, executor)
+        return self._signature_runners[signature_key]
+
+    # -- offload's additions ----------------------------------------------------------------
+
+    @property
+    def delegates(self) -> list[Delegate]:
+        return list(self._delegates)
+
+    def plan(self) -> Plan:
+        """The partition plan (computed on first use, or by allocate_tensors)."""
+        if self._executor.plan is None:
+            self._executor.plan = self._executor._make_plan()
+        return self._executor.plan
+
+    def delegation_report(self) -> dict[str, Any]:
+        """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons."""
+        report = self.plan().to_dict()
+        report["restored_to_cpu"] = {str(k): v for k, v in self._executor.restored.items()}
+        report["model_type_reason"] = self._model.model_type_reason
+        if self.auto_selection is not None:
+            report["auto"] = self.auto_selection
+        return report
+
+    def profile_report(self) -> list[dict[str, Any]]:
+        """Per op (CPU) or partition (delegate): calls and total / mean milliseconds."""
+        ex = self._executor
+        if ex.profile is None:
+            raise InterpreterStateError("create the Interpreter with profile=True to profile")
+        rows: dict[str, dict[str, Any]] = {}
+        for pos, times in ex.profile.items():
+            cs = ex.compiled[pos]
+            key = (
+                self._model.main.nodes[cs.step.index].op if cs.step.kind == "cpu" else cs.label
+            )
+            row = rows.setdefault(key, {"name": key, "steps": 0, "calls": 0, "total_ms": 0.0})
+            row["steps"] += 1
+            row["calls"] += len(times)
+            row["total_ms"] += 1000 * sum(times)
+        return sorted(rows.values(), key=lambda r: -r["total_ms"])
+
+
+class SignatureRunner:
+    """Runs one signature: ``runner(**inputs) -> {output_name: array}`` (LiteRT's API)."""
+
+    def __init__(self, signature: Any, executor: _Executor) -> None:
+        self._signature = signature
+        self._executor = executor
+
+    def get_input_details(self) -> dict[str, dict[str, Any]]:
+        ex = self._executor
+        return {
+            name: _tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
+            for name, i in self._signature.inputs.items()
+        }
+
+    def get_output_details(self) -> dict[str, dict[str, Any]]:
+        ex = self._executor
+        return {
+            name: _tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
+            for name, i in self._signature.outputs.items()
+        }
+
+    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        ex = self._executor
+        expected = set(self._signature.inputs)
+        if set(inputs) != expected:
+            raise ValueError(
+                f"signature {self._signature.key!r} expects inputs {sorted(expected)}, "
+                f"found {sorted(inputs)}"
+            )
+        resized = False
+        for name, value in inputs.items():
+            index = self._signature.inputs[name]
+            t = ex.subgraph.tensors[index]
+            value = np.asarray(value)
+            if value.dtype != t.dtype:
+                raise TensorTypeError(
+                    f"signature input {name!r}: expected dtype {t.dtype}, found {value.dtype}"
+                )
+            if tuple(value.shape) != ex.shapes[index]:
+                ex.shapes[index] = tuple(value.shape)
+                resized = True
+        if resized or not ex.allocated:
+            ex.allocate()
+        for name, value in inputs.items():
+            ex.buffers[self._signature.inputs[name]] = np.array(value, copy=True)
+        ex.invoke()
+        return {
+            name: np.array(ex.buffers[i], copy=True) for name, i in self._signature.outputs.items()
+        }
+

@@ -1,0 +1,205 @@
+"""The execution plan: which delegate runs which nodes, in what order, and why the rest fell back.
+
+A plan is data. It can be printed (``offload check``), serialized (``--json``), compared and
+drawn; the interpreter only reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from offload._partition import (
+    Partition,
+    Unit,
+    finish_partition,
+    group_units,
+    initial_units,
+    order_units,
+)
+
+if TYPE_CHECKING:
+    from offload._delegate import Delegate
+    from offload._graph import Model, Subgraph
+
+__all__ = ["Plan", "Step", "make_plan", "CPU"]
+
+CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: Literal["cpu", "delegate"]
+    index: int  # node index for a CPU step, partition index for a delegate step
+
+
+@dataclass
+class Plan:
+    subgraph: Subgraph
+    model_type: str
+    delegates: tuple[str, ...]
+    partitions: list[Partition]
+    steps: list[Step]
+    # delegate name -> node index -> why that delegate did not take the node
+    node_reasons: dict[str, dict[int, str]] = field(default_factory=dict)
+    # delegate name -> why it rejected the whole model (model type, platform)
+    model_rejections: dict[str, str] = field(default_factory=dict)
+
+    def cpu_nodes(self) -> list[int]:
+        return [s.index for s in self.steps if s.kind == "cpu"]
+
+    def nodes_of(self, delegate: str) -> list[int]:
+        return [n for p in self.partitions if p.delegate == delegate for n in p.nodes]
+
+    def fallback_summary(self) -> dict[str, dict[str, Any]]:
+        """Per op left on the CPU: how many nodes, and each delegate's reasons with node lists."""
+        summary: dict[str, dict[str, Any]] = {}
+        nodes = self.subgraph.nodes
+        for n in self.cpu_nodes():
+            node = nodes[n]
+            key = node.custom_code if node.is_custom else node.op
+            entry = summary.setdefault(key, {"count": 0, "reasons": {}})
+            entry["count"] += 1
+            for delegate in self.delegates:
+                reason = self.model_rejections.get(delegate) or self.node_reasons.get(
+                    delegate, {}
+                ).get(n)
+                if reason:
+                    by_reason = entry["reasons"].setdefault(delegate, {})
+                    by_reason.setdefault(reason, []).append(n)
+        return summary
+
+    def to_dict(self) -> dict[str, Any]:
+        tensors = self.subgraph.tensors
+        per_delegate: dict[str, Any] = {}
+        for name in self.delegates:
+            parts = [p for p in self.partitions if p.delegate == name]
+            per_delegate[name] = {
+                "nodes": self.nodes_of(name),
+                "partitions": [
+                    {
+                        "index": p.index,
+                        "nodes": list(p.nodes),
+                        "inputs": list(p.inputs),
+                        "outputs": list(p.outputs),
+                        "bytes_copied_per_invoke": sum(
+                            _nbytes(tensors[t]) for t in (*p.inputs, *p.outputs)
+                        ),
+                    }
+                    for p in parts
+                ],
+                "rejected_model": self.model_rejections.get(name),
+            }
+        return {
+            "model_type": self.model_type,
+            "node_count": len(self.subgraph.nodes),
+            "delegates": per_delegate,
+            "cpu": {"nodes": self.cpu_nodes()},
+            "fallback": self.fallback_summary(),
+            "steps": [{"kind": s.kind, "index": s.index} for s in self.steps],
+        }
+
+
+def _nbytes(tensor: Any) -> int:
+    count = 1
+    for d in tensor.shape:
+        count *= max(int(d), 1)
+    return count * tensor.dtype.itemsize
+
+
+def _unique_names(delegates: Sequence[Delegate]) -> list[str]:
+    names: list[str] = []
+    for d in delegates:
+        name, k = d.name, 2
+        while name in names:
+            name, k = f"{d.name}#{k}", k + 1
+        names.append(name)
+    return names
+
+
+def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -> Plan:
+    """Offer the graph to each delegate in priority order; the CPU reference takes the rest."""
+    names = _unique_names(delegates)
+    units: list[Unit] = initial_units(subgraph)
+    node_reasons: dict[str, dict[int, str]] = {}
+    rejections: dict[str, str] = {}
+    for delegate, name in zip(delegates, names):
+        rejection = delegate.model_type_reason(model)
+        if rejection:
+            rejections[name] = rejection
+            continue
+        reasons: dict[int, str] = {}
+        for unit in units:
+            if unit.owner is None:
+                node = subgraph.nodes[unit.nodes[0]]
+                try:
+                    reason = delegate.is_node_supported(node, subgraph)
+                except Exception as exc:  # a buggy check must not take the whole plan down
+                    reason = f"is_node_supported raised {type(exc).__name__}: {exc}"
+                if reason:
+                    reasons[node.index] = reason
+        groups = group_units(
+            subgraph, units, lambda u, r=reasons: u.owner is None and u.nodes[0] not in r
+        )
+        kept = _apply_limits(groups, units, delegate, reasons)
+        node_reasons[name] = reasons
+        if kept:
+            taken = {u for g in kept for u in g}
+            merged = [Unit(nodes=sorted(n for u in g for n in units[u].nodes), owner=name) for g in kept]
+            units = [u for i, u in enumerate(units) if i not in taken] + merged
+    order = order_units(subgraph, units)
+    partitions: list[Partition] = []
+    steps: list[Step] = []
+    for u in order:
+        unit = units[u]
+        if unit.owner is None:
+            steps.append(Step("cpu", unit.nodes[0]))
+        else:
+            partitions.append(finish_partition(subgraph, len(partitions), unit.owner, unit.nodes))
+            steps.append(Step("delegate", len(partitions) - 1))
+    return Plan(
+        subgraph=subgraph,
+        model_type=model.model_type,
+        delegates=tuple(names),
+        partitions=partitions,
+        steps=steps,
+        node_reasons=node_reasons,
+        model_rejections=rejections,
+    )
+
+
+def _apply_limits(
+    groups: list[list[int]], units: Sequence[Unit], delegate: Delegate, reasons: dict[int, str]
+) -> list[list[int]]:
+    options = delegate.options
+    min_nodes = getattr(options, "min_nodes_per_partition", 1) or 1
+    max_parts = getattr(options, "max_delegated_partitions", None)
+
+    def size(g: list[int]) -> int:
+        return sum(len(units[u].nodes) for u in g)
+
+    kept: list[list[int]] = []
+    for g in groups:
+        if size(g) < min_nodes:
+            for u in g:
+                for n in units[u].nodes:
+                    reasons[n] = (
+                        f"its partition has {size(g)} node(s), fewer than "
+                        f"min_nodes_per_partition={min_nodes}"
+                    )
+        else:
+            kept.append(g)
+    if max_parts is not None and len(kept) > max_parts:
+        ranked = sorted(range(len(kept)), key=lambda i: (-size(kept[i]), i))
+        keep = set(ranked[:max_parts])
+        for i, g in enumerate(kept):
+            if i not in keep:
+                for u in g:
+                    for n in units[u].nodes:
+                        reasons[n] = (
+                            f"only the {max_parts} largest partition(s) are delegated "
+                            f"(max_delegated_partitions={max_parts}); this one has {size(g)} node(s)"
+                        )
+        kept = [g for i, g in enumerate(kept) if i in keep]
+    return kept

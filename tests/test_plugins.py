@@ -1,0 +1,218 @@
+"""The plugin loading policy, tested with fake entry points and once with a real install."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import offload
+from offload import Availability, Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
+from offload._plugins import _entry_points
+from offload.errors import (
+    DelegateUnavailableError,
+    PluginError,
+    PluginImportError,
+)
+from offload.model.builder import ModelBuilder
+
+ROOT = Path(__file__).resolve().parents[1]
+YES = ModelTypeSupport(support="yes")
+CAPS = Capabilities(ops=(OpCapability(op="ADD"),),
+                    model_types={t: YES for t in ("float32", "float16", "dynamic_range", "int8", "qat")})
+
+
+class _Kernel(DelegateKernel):
+    def init(self, subgraph: offload.Subgraph, partition: offload.Partition) -> None:
+        self.partition = partition
+
+    def invoke(self, inputs):  # noqa: ANN001, ANN201
+        return [np.add(*inputs)]
+
+
+def _plugin_module(name: str, delegate_cls: type | None = None, raises: bool = False) -> types.ModuleType:
+    module = types.ModuleType(name)
+    if delegate_cls is not None:
+        module.offload_register_delegates = offload.hookimpl(lambda: [delegate_cls])  # type: ignore[attr-defined]
+    if raises:
+        module.__getattr__ = lambda attr: (_ for _ in ()).throw(RuntimeError("boom"))  # type: ignore[method-assign]
+    return module
+
+
+def _delegate(name: str, available: bool = True) -> type[Delegate]:
+    class Fake(Delegate):
+        CAPABILITIES = CAPS
+
+        @classmethod
+        def availability(cls) -> Availability:
+            return Availability(available, "" if available else "no such hardware here")
+
+        def create_kernel(self) -> DelegateKernel:
+            return _Kernel()
+
+    Fake.name = name
+    return Fake
+
+
+@pytest.fixture
+def fake_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """Replace the entry-point group with fake ones: name -> module path (or a broken one)."""
+    registry: dict[str, str] = {}
+
+    def fake_entry_points() -> list[importlib.metadata.EntryPoint]:
+        return [importlib.metadata.EntryPoint(n, v, "offload.delegates") for n, v in sorted(registry.items())]
+
+    monkeypatch.setattr("offload._plugins._entry_points", fake_entry_points)
+    monkeypatch.delenv("OFFLOAD_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.delenv("OFFLOAD_PLUGINS", raising=False)
+    offload.reload_plugins()
+    yield registry
+    offload.reload_plugins()
+
+
+def _install(monkeypatch: pytest.MonkeyPatch, registry: dict[str, str], name: str,
+             module: types.ModuleType | None) -> None:
+    modname = f"fake_offload_plugin_{name}"
+    if module is not None:
+        monkeypatch.setitem(sys.modules, modname, module)
+    registry[name] = modname
+
+
+def _add_model() -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(2, 3))
+    y = b.add_input("y", shape=(2, 3))
+    z = b.add_tensor("z", shape=(2, 3))
+    b.add_operator("ADD", inputs=[x, y], outputs=[z])
+    b.add_output(z)
+    return b.build()
+
+
+def test_entry_point_group_is_offload_delegates() -> None:
+    """Discovery reads exactly the offload.delegates entry-point group."""
+    assert all(ep.group == "offload.delegates" for ep in _entry_points())
+
+
+def test_plugin_import_error_is_reported_and_host_survives(fake_plugins, monkeypatch) -> None:
+    """A plugin that fails to import is reported by name; the others and the CPU still work."""
+    _install(monkeypatch, fake_plugins, "good", _plugin_module("good", _delegate("good")))
+    _install(monkeypatch, fake_plugins, "broken", None)  # module does not exist: ImportError
+    with pytest.warns(UserWarning, match='Error importing offload plugin "broken"'):
+        records = {r.name: r for r in offload.list_plugins()}
+    assert records["broken"].status == "import-error"
+    assert "ModuleNotFoundError" in records["broken"].error
+    assert [d.name for d in offload.list_delegates()] == ["good"]
+    with pytest.raises(PluginImportError, match="broken"):
+        offload.load_delegate("broken")
+    interp = offload.Interpreter(model_content=_add_model(), delegates=["good"])
+    interp.allocate_tensors()
+    interp.set_tensor(0, np.ones((2, 3), np.float32))
+    interp.set_tensor(1, np.ones((2, 3), np.float32))
+    interp.invoke()
+    assert np.array_equal(interp.get_tensor(2), np.full((2, 3), 2, np.float32))
+
+
+def test_unavailable_delegate_is_listed_and_raised_only_on_request(fake_plugins, monkeypatch) -> None:
+    """An unavailable delegate shows its reason in listings and raises only when asked for."""
+    _install(monkeypatch, fake_plugins, "absent", _plugin_module("absent", _delegate("absent", False)))
+    (record,) = offload.list_delegates()
+    assert not record.availability.available and "no such hardware" in record.availability.reason
+    interp = offload.Interpreter(model_content=_add_model(), delegates="auto")
+    assert interp.delegates == []
+    with pytest.raises(DelegateUnavailableError, match="no such hardware here"):
+        offload.load_delegate("absent")
+
+
+def test_autoload_can_be_disabled(fake_plugins, monkeypatch) -> None:
+    """OFFLOAD_DISABLE_PLUGIN_AUTOLOAD=1 loads nothing; the CPU reference still runs."""
+    _install(monkeypatch, fake_plugins, "good", _plugin_module("good", _delegate("good")))
+    monkeypatch.setenv("OFFLOAD_DISABLE_PLUGIN_AUTOLOAD", "1")
+    offload.reload_plugins()
+    assert offload.list_delegates() == []
+    assert offload.capability_matrix()["delegates"].keys() == {"cpu"}
+
+
+def test_named_plugins_load_even_with_autoload_off(fake_plugins, monkeypatch) -> None:
+    """OFFLOAD_PLUGINS=a,b loads only the named plugins."""
+    _install(monkeypatch, fake_plugins, "a", _plugin_module("a", _delegate("a")))
+    _install(monkeypatch, fake_plugins, "b", _plugin_module("b", _delegate("b")))
+    monkeypatch.setenv("OFFLOAD_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("OFFLOAD_PLUGINS", "b")
+    offload.reload_plugins()
+    assert [d.name for d in offload.list_delegates()] == ["b"]
+    with pytest.raises(PluginError, match="not named in OFFLOAD_PLUGINS"):
+        offload.load_delegate("a")
+
+
+def test_malformed_capabilities_fail_with_plugin_name(fake_plugins, monkeypatch) -> None:
+    """A delegate declaring capabilities that do not validate makes its plugin invalid, by name."""
+    bad = _delegate("bad")
+    bad.CAPABILITIES = {"ops": [{"op": "NOT_AN_OP"}], "model_types": {}}  # type: ignore[assignment]
+    _install(monkeypatch, fake_plugins, "badplugin", _plugin_module("badplugin", bad))
+    with pytest.warns(UserWarning, match='plugin "badplugin" is invalid'):
+        (record,) = offload.list_plugins()
+    assert record.status == "invalid" and "NOT_AN_OP" in record.error
+
+
+def test_external_delegate_loads_from_a_file(tmp_path: Path) -> None:
+    """load_delegate('path/to/file.py') loads a delegate that is not installed."""
+    source = tmp_path / "my_delegate.py"
+    source.write_text(textwrap.dedent('''
+        import numpy as np
+        from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
+
+        class Kernel(DelegateKernel):
+            def invoke(self, inputs):
+                return [np.add(*inputs)]
+
+        class MyDelegate(Delegate):
+            name = "mine"
+            CAPABILITIES = Capabilities(
+                ops=(OpCapability(op="ADD"),),
+                model_types={t: ModelTypeSupport(support="yes")
+                             for t in ("float32", "float16", "dynamic_range", "int8", "qat")})
+
+            def create_kernel(self):
+                return Kernel()
+    '''))
+    delegate = offload.load_delegate(str(source), {"min_nodes_per_partition": 1})
+    assert delegate.name == "mine"
+    interp = offload.Interpreter(model_content=_add_model(), experimental_delegates=[delegate])
+    assert interp.plan().nodes_of("mine") == [0]
+
+
+def test_external_delegate_import_error_is_typed(tmp_path: Path) -> None:
+    """An external delegate file that raises on import gives PluginImportError with its path."""
+    source = tmp_path / "broken_delegate.py"
+    source.write_text("raise RuntimeError('cannot start')\n")
+    with pytest.raises(PluginImportError, match="broken_delegate.py.*cannot start"):
+        offload.load_delegate(str(source))
+
+
+@pytest.mark.skipif(os.environ.get("OFFLOAD_SKIP_VENV_TEST") == "1", reason="OFFLOAD_SKIP_VENV_TEST=1")
+def test_real_install_and_uninstall_of_dummy(tmp_path: Path) -> None:
+    """In a fresh venv, core alone lists only the CPU; installing plugins/dummy adds it;
+    uninstalling removes it."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, str(ROOT)], check=True)
+    probe = [py, "-c", "import offload; print(sorted(offload.capability_matrix()['delegates']))"]
+
+    def listed() -> str:
+        return subprocess.run(probe, check=True, capture_output=True, text=True).stdout.strip()
+
+    assert listed() == "['cpu']"
+    subprocess.run([*pip, "--no-deps", str(ROOT / "plugins" / "dummy")], check=True)
+    assert listed() == "['cpu', 'dummy']"
+    subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "offload-dummy"], check=True)
+    assert listed() == "['cpu']"

@@ -1,0 +1,139 @@
+"""The reduction family (MEAN, SUM, REDUCE_PROD/MAX/MIN/ANY/ALL): axis handling and the
+integer requantization paths of TFLite's ``reduce.cc``.
+
+Every reducer takes ``(input, axis)``; axes may be negative or repeated and are resolved the way
+TFLite does (``axis + rank`` for negatives, duplicates dropped). ``keep_dims`` keeps the reduced
+axes as size 1. The output shape is computed from the run-time input shape, not the stored
+output shape, because converters often store a placeholder there.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._quant import dtype_range, multiply_by_quantized_multiplier, quantize_multiplier
+
+__all__ = [
+    "ReduceKernel",
+    "resolve_axes",
+    "quant_params",
+    "multiply_by_quantized_multiplier_int64",
+    "mean_multiplier_for_count",
+]
+
+_QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+
+
+def resolve_axes(axis: np.ndarray, ndim: int) -> tuple[int, ...]:
+    """TFLite's ResolveAxis: negatives wrapped, duplicates dropped, first-seen order kept."""
+    if ndim == 0:
+        return ()
+    out: list[int] = []
+    for a in np.asarray(axis).reshape(-1).tolist():
+        a = int(a) + ndim if int(a) < 0 else int(a)
+        if not 0 <= a < ndim:
+            raise ValueError(f"expected reduction axes in [-{ndim}, {ndim}), found {int(a)}")
+        if a not in out:
+            out.append(a)
+    return tuple(out)
+
+
+def quant_params(tensor: object) -> tuple[np.float32, int]:
+    """(scale as TFLite's float32 params.scale, zero point) of a per-tensor quantized tensor."""
+    q = getattr(tensor, "quantization", None)
+    if q is None or q.scale.size == 0:
+        return np.float32(0.0), 0
+    zero_point = int(q.zero_point[0]) if q.zero_point.size else 0
+    return np.float32(q.scale[0]), zero_point
+
+
+def multiply_by_quantized_multiplier_int64(
+    x: np.ndarray, multiplier: int, shift: int
+) -> np.ndarray:
+    """TFLite's int64-input MultiplyByQuantizedMultiplier: a 16-bit multiplier, single rounding.
+
+    Used by quantized REDUCE_PROD, whose running products do not fit the int32 version.
+    """
+    reduced = (multiplier + (1 << 15)) >> 16 if multiplier < 0x7FFF0000 else 0x7FFF
+    total_shift = 15 - shift
+    result = (np.asarray(x, np.int64) * reduced + (np.int64(1) << (total_shift - 1))) >> total_shift
+    # The C++ narrows the int64 result to int32 without saturation.
+    return result.astype(np.int32).astype(np.int64)
+
+
+def mean_multiplier_for_count(multiplier: int, shift: int, count: int) -> tuple[int, int]:
+    """Fold 1/count into a quantized multiplier, keeping as many bits as TFLite keeps."""
+    extra = min(count.bit_length() - 1, 32, 31 + shift)
+    return (multiplier << extra) // count, shift - extra
+
+
+class ReduceKernel(OpKernel):
+    """Shared ``setup``/``run`` of the reducers: subclasses implement :meth:`reduce`.
+
+    ``reduce(x, axes)`` returns the reduction with the reduced axes kept (size 1); the base class
+    then drops them unless ``keep_dims``. ``axes`` is never empty when ``reduce`` is called.
+    """
+
+    max_version: ClassVar[int] = 1
+    # Value of an output element whose reduction covers no input element.
+    empty_fill: ClassVar[str] = "zero"
+
+    def setup(self) -> None:
+        self.keep_dims = bool(self.options.get("keep_dims", False))
+        axis = self.constant(1)
+        self.axes = None if axis is None else resolve_axes(axis, len(self.inputs[0].shape))
+        self.out_dtype = self.outputs[0].dtype
+        self.setup_reducer()
+
+    def setup_reducer(self) -> None:
+        """Per-op preparation (quantization multipliers); optional."""
+
+    def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} needs reduce()")
+
+    def empty_value(self) -> object:
+        """The neutral element written when the reduced input is empty."""
+        return 0
+
+    def run(self, x: np.ndarray, axis: np.ndarray | None = None) -> np.ndarray:
+        axes = self.axes if self.axes is not None else resolve_axes(axis, x.ndim)
+        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+        out_shape = (
+            kept if self.keep_dims else tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        )
+        if not axes:
+            result = self.reduce_none(x)
+        elif x.size == 0:
+            result = np.full(kept, self.empty_value(), self.out_dtype)
+        else:
+            result = self.reduce(x, axes)
+        return np.asarray(result).astype(self.out_dtype, copy=False).reshape(out_shape)
+
+    def reduce_none(self, x: np.ndarray) -> np.ndarray:
+        """No axis to reduce: TFLite copies the input."""
+        return x.copy()
+
+    # Helpers for subclasses.
+    def is_quantized(self) -> bool:
+        return self.inputs[0].dtype in _QUANTIZED and self.inputs[0].quantization is not None
+
+    def clamp(self, values: np.ndarray) -> np.ndarray:
+        lo, hi = dtype_range(self.out_dtype)
+        return np.clip(values, lo, hi)
+
+    @staticmethod
+    def reduced_count(x: np.ndarray, axes: tuple[int, ...]) -> int:
+        return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+
+    @staticmethod
+    def requantize_sum(
+        sums: np.ndarray, multiplier: int, shift: int, out_zero_point: int
+    ) -> np.ndarray:
+        return multiply_by_quantized_multiplier(sums, multiplier, shift) + out_zero_point
+
+    @staticmethod
+    def quantize_multiplier(real: float) -> tuple[int, int]:
+        return quantize_multiplier(real)

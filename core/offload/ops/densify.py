@@ -1,0 +1,73 @@
+"""DENSIFY: expand a sparse constant (TACO format, TFLite's SparsityParameters) to a dense
+tensor. The input is constant, so the work is done once in ``setup``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload._graph import Tensor
+from offload.ops._base import OpKernel
+from offload.ops._registry import register
+
+
+def densify(tensor: Tensor) -> np.ndarray:
+    """The dense array of a sparse constant, following LiteRT's FormatConverter::SparseToDense.
+
+    Storage is walked level by level in traversal order: a DENSE level enumerates every
+    coordinate, a SPARSE_CSR level the coordinates listed for its parent in array_segments /
+    array_indices. Block coordinates are folded back into their original dimension.
+    """
+    sparsity = tensor.sparsity
+    if sparsity is None or tensor.data is None:
+        raise ValueError(f"tensor {tensor.index} ({tensor.name!r}) is not a sparse constant")
+    values = np.asarray(tensor.data).view(tensor.dtype).reshape(-1)
+    shape = tuple(tensor.shape)
+    rank = len(shape)
+    order = sparsity.traversal_order
+    levels = sparsity.dim_metadata
+
+    parent = np.zeros(1, np.int64)  # storage position at the previous level
+    coords = np.zeros((0, 1), np.int64)  # one row per level, one column per stored element
+    for meta in levels:
+        if meta.format == "DENSE":
+            size = int(meta.dense_size)
+            child = (parent[:, None] * size + np.arange(size)).reshape(-1)
+            level_coord = np.tile(np.arange(size), parent.size)
+            coords = np.repeat(coords, size, axis=1)
+        else:
+            segments = meta.array_segments
+            starts, ends = segments[parent], segments[parent + 1]
+            counts = ends - starts
+            # Concatenated ranges [starts[i], ends[i]) without a Python loop.
+            offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
+            child = offsets + np.arange(int(counts.sum()))
+            level_coord = meta.array_indices[child]
+            coords = np.repeat(coords, counts, axis=1)
+        coords = np.vstack([coords, level_coord[None, :]])
+        parent = child
+
+    original = np.zeros((rank, parent.size), np.int64)
+    original[list(order[:rank])] = coords[:rank]
+    for level in range(rank, len(order)):
+        block = order[level] - rank
+        dim = sparsity.block_map[block]
+        # LiteRT takes the block size from dim_metadata[traversal_order[rank + block]].
+        block_size = int(levels[order[rank + block]].dense_size)
+        original[dim] = original[dim] * block_size + coords[level]
+
+    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), tensor.dtype)
+    flat = np.ravel_multi_index(tuple(original), shape) if rank else np.zeros(1, np.int64)
+    dense[flat] = values[: flat.size]
+    return dense.reshape(shape)
+
+
+@register
+class Densify(OpKernel):
+    op = "DENSIFY"
+
+    def setup(self) -> None:
+        self.dense = densify(self.inputs[0])
+        self.dense.flags.writeable = False
+
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+        return self.dense

@@ -1,0 +1,40 @@
+"""EMBEDDING_LOOKUP: gather rows of a table by index; an int8 table with a float output is
+dequantized row by row (per-tensor or per-row scale), as LiteRT's hybrid path does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._registry import register
+
+
+@register
+class EmbeddingLookup(OpKernel):
+    op = "EMBEDDING_LOOKUP"
+    max_version = 3
+
+    def setup(self) -> None:
+        table = self.inputs[1]
+        out = self.outputs[0]
+        self.hybrid = table.dtype != out.dtype and out.dtype in (np.float32, np.float16)
+        self.scale = None
+        if self.hybrid:
+            q = table.quantization
+            self.scale = np.float32(1.0) if q is None else q.scale.astype(np.float32)
+
+    def run(self, ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+            raise IndexError(
+                f"expected lookup ids in [0, {table.shape[0] - 1}], found "
+                f"[{int(ids.min())}, {int(ids.max())}]"
+            )
+        rows = table[ids]
+        if not self.hybrid:
+            return rows.astype(self.outputs[0].dtype, copy=False)
+        # LiteRT reads the table as int8 whatever its declared 8-bit type.
+        values = rows.view(np.int8) if rows.dtype == np.uint8 else rows
+        scale = self.scale[ids] if np.ndim(self.scale) and self.scale.size > 1 else self.scale
+        scale = np.reshape(scale, (-1,) + (1,) * (rows.ndim - 1)) if np.ndim(scale) else scale
+        return (values.astype(np.float32) * scale).astype(self.outputs[0].dtype)

@@ -1,0 +1,63 @@
+"""MEAN: average over the given axes (TFLite ``reduce.cc``, EvalMean)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._reduce import ReduceKernel, mean_multiplier_for_count, quant_params
+from offload.ops._registry import register
+
+
+@register
+class Mean(ReduceKernel):
+    op = "MEAN"
+    max_version = 3
+
+    def setup_reducer(self) -> None:
+        self.quantized = self.inputs[0].dtype in (np.int8, np.uint8, np.int16)
+        if self.quantized:
+            self.in_scale, self.in_zp = quant_params(self.inputs[0])
+            self.out_scale, self.out_zp = quant_params(self.outputs[0])
+            # TFLite derives the multiplier in double from the float32 scales.
+            real = float(self.in_scale) / float(self.out_scale)
+            self.multiplier, self.shift = self.quantize_multiplier(real)
+
+    def empty_value(self) -> object:
+        # LiteRT writes quiet NaN, which is 0 for integer outputs.
+        return np.nan if np.issubdtype(self.out_dtype, np.floating) else 0
+
+    def reduce_none(self, x: np.ndarray) -> np.ndarray:
+        return self.reduce(x, ()) if self.quantized else x.copy()
+
+    def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        if not self.quantized:
+            if np.issubdtype(x.dtype, np.floating):
+                total = np.add.reduce(x, axis=axes, keepdims=True, dtype=np.float32)
+                return total / np.float32(self.reduced_count(x, axes))
+            # Integer mean: int64 sum, C++ division (truncates toward zero).
+            total = np.add.reduce(x, axis=axes, keepdims=True, dtype=np.int64)
+            n = self.reduced_count(x, axes)
+            return np.sign(total) * (np.abs(total) // n)
+        sums = np.add.reduce(x, axis=axes, keepdims=True, dtype=np.int64)
+        n = self.reduced_count(x, axes)
+        if (
+            x.dtype != np.int16
+            and self.keep_dims
+            and x.ndim == 4
+            and set(axes) == {1, 2}
+            and len(axes) == 2
+        ):
+            return self.clamp(self._spatial_mean(sums, n))
+        multiplier, shift = mean_multiplier_for_count(self.multiplier, self.shift, n)
+        shifted = (sums - self.in_zp * n).astype(np.int32)
+        return self.clamp(self.requantize_sum(shifted, multiplier, shift, self.out_zp))
+
+    def _spatial_mean(self, sums: np.ndarray, n: int) -> np.ndarray:
+        """LiteRT's dedicated 4-D mean over height and width (int8/uint8): the zero point is
+        folded into a rounded float bias and the raw sum is rescaled once."""
+        temp = np.float32(self.in_zp) * self.in_scale / self.out_scale
+        temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
+        bias = self.out_zp - int(temp)
+        real = self.in_scale / (np.float32(n) * self.out_scale)
+        multiplier, shift = self.quantize_multiplier(float(real))
+        return self.requantize_sum(sums, multiplier, shift, bias)

@@ -1,0 +1,22 @@
+"""REDUCE_MIN: minimum over the given axes; quantized inputs keep their scale."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._reduce import ReduceKernel
+from offload.ops._registry import register
+
+
+@register
+class ReduceMin(ReduceKernel):
+    op = "REDUCE_MIN"
+    max_version = 3
+
+    def empty_value(self) -> object:
+        if np.issubdtype(self.out_dtype, np.floating):
+            return np.finfo(self.out_dtype).max
+        return np.iinfo(self.out_dtype).max
+
+    def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        return np.min(x, axis=axes, keepdims=True)

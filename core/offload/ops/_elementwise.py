@@ -1,0 +1,277 @@
+"""Family bases for the elementwise ops: binary (with numpy broadcasting), unary, and the
+fixed-point helpers their quantized paths share.
+
+Most op modules are a few lines on top of these: a binary op names its numpy function and,
+if TFLite gives it a quantized algorithm, which one; a unary op names its float function and
+how its 8-bit table is built. Float math stays in the input dtype (float32), never float64,
+so results round where LiteRT's do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+
+from offload._graph import Tensor
+from offload.errors import UnsupportedOpError
+from offload.ops._activation import apply_fused_activation
+from offload.ops._base import OpKernel
+from offload.ops._lut import (
+    Lut,
+    int16_lut_lookup,
+    int16_lut_populate,
+    lut_from_float,
+    lut_from_int,
+)
+from offload.ops._quant import (
+    activation_range_quantized,
+    dtype_range,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+)
+
+__all__ = [
+    "BinaryOp",
+    "UnaryOp",
+    "ComparisonOp",
+    "LogicalOp",
+    "QuantizedFn",
+    "QUANTIZED_TYPES",
+    "is_quantized",
+    "scale_zp",
+    "checked_log2",
+    "relu_x_lut",
+    "float_clamp",
+    "add_sub_quantized",
+]
+
+QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
+_FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
+
+QuantizedFn = Callable[..., np.ndarray]
+
+
+def is_quantized(tensor: Tensor | None) -> bool:
+    """An 8/16-bit integer tensor carrying a per-tensor scale: the quantized kernels apply."""
+    return (
+        tensor is not None
+        and tensor.dtype in QUANTIZED_TYPES
+        and tensor.quantization is not None
+        and tensor.quantization.scale.size > 0
+    )
+
+
+def scale_zp(tensor: Tensor) -> tuple[float, int]:
+    """(scale, zero_point) of a per-tensor quantized tensor, scale as the exact float32 value."""
+    q = tensor.quantization
+    if q is None or q.scale.size == 0:
+        return 0.0, 0
+    return float(np.float32(q.scale[0])), int(q.zero_point[0]) if q.zero_point.size else 0
+
+
+def checked_log2(x: float) -> tuple[bool, int]:
+    """TFLite's CheckedLog2: (is x a power of two within 1e-3 in log space, rounded log2)."""
+    log = math.log2(x)
+    rounded = round(log)
+    return abs(log - rounded) < 1e-3, int(rounded)
+
+
+def float_clamp(x: np.ndarray) -> np.ndarray:
+    """TFLite's float arithmetic kernels clamp to [lowest, max] even with no fused activation,
+    so an overflow gives +-FLT_MAX rather than inf (NaN passes through)."""
+    return np.clip(x, -_FLOAT32_MAX, _FLOAT32_MAX, out=x if x.flags.writeable else None)
+
+
+def _quant_clamp(out: Tensor, activation: str) -> tuple[int, int]:
+    assert out.quantization is not None
+    return activation_range_quantized(activation, out.quantization, out.dtype)
+
+
+class BinaryOp(OpKernel):
+    """An elementwise op of two inputs with numpy broadcasting.
+
+    Subclasses set ``fn`` (the numeric rule, applied to float and plain integer inputs alike,
+    in their own dtype) and may override :meth:`quantized` to return the fixed-point rule for
+    8/16-bit quantized tensors. ``fused`` ops read ``fused_activation_function``.
+    """
+
+    fn: ClassVar[Callable[[np.ndarray, np.ndarray], np.ndarray]]
+    fused: ClassVar[bool] = False
+    # Whether the op takes quantized inputs as raw integers (MAXIMUM, MINIMUM: both sides share
+    # the output's quantization, so order and selection work on the raw values).
+    raw_quantized: ClassVar[bool] = False
+    clamp_float: ClassVar[bool] = False
+
+    def setup(self) -> None:
+        self.dtype = self.outputs[0].dtype
+        self.activation = self.options.get("fused_activation_function", "NONE") or "NONE"
+        self._quantized: QuantizedFn | None = None
+        if is_quantized(self.inputs[0]) and not self.raw_quantized:
+            self._quantized = self.quantized()
+            if self._quantized is None:
+                raise UnsupportedOpError(
+                    f"{self.node.describe()}: quantized {self.inputs[0].dtype} inputs are not "
+                    "supported by this kernel"
+                )
+
+    def quantized(self) -> QuantizedFn | None:
+        """The fixed-point rule for quantized inputs, or None where there is none."""
+        return None
+
+    def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return type(self).fn(a, b)
+
+    def run(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        if self._quantized is not None:
+            return self._quantized(a, b)
+        with np.errstate(all="ignore"):
+            out = np.array(self.compute(a, b), copy=None)
+        if out.dtype.kind == "f":
+            if self.clamp_float:
+                out = float_clamp(np.array(out, copy=True))
+        if self.fused and self.activation != "NONE":
+            out = apply_fused_activation(np.array(out, copy=True), self.activation)
+        return out.astype(self.dtype, copy=False)
+
+
+class ComparisonOp(BinaryOp):
+    """EQUAL, LESS, ...: bool output; quantized inputs are compared after rescaling each to a
+    common fixed-point scale (TFLite's left shift of 8 and per-input multiplier)."""
+
+    def quantized(self) -> QuantizedFn:
+        (s1, z1), (s2, z2) = scale_zp(self.inputs[0]), scale_zp(self.inputs[1])
+        m1, sh1 = quantize_multiplier(s1)
+        m2, sh2 = quantize_multiplier(s2)
+        fn = type(self).fn
+
+        def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            sa = multiply_by_quantized_multiplier((a.astype(np.int64) - z1) << 8, m1, sh1)
+            sb = multiply_by_quantized_multiplier((b.astype(np.int64) - z2) << 8, m2, sh2)
+            return np.asarray(fn(sa, sb), np.bool_)
+
+        return run
+
+
+class LogicalOp(BinaryOp):
+    """LOGICAL_AND / LOGICAL_OR on bool tensors."""
+
+
+def add_sub_quantized(kernel: BinaryOp, sign: int) -> QuantizedFn:
+    """ADD (sign +1) and SUB (sign -1) on quantized tensors, the TFLite way.
+
+    8-bit: both inputs are shifted left by 20 bits, brought to a common scale (twice the larger
+    input scale) with their own multipliers, summed, and rescaled to the output. int16 uses a
+    shift of 15, or, when every scale is a power of two and ``pot_scale_int16`` is set, plain
+    rounding right shifts of one input onto the other's scale.
+    """
+    in1, in2, out = kernel.inputs[0], kernel.inputs[1], kernel.outputs[0]
+    assert in1 is not None and in2 is not None
+    (s1, z1), (s2, z2), (so, zo) = scale_zp(in1), scale_zp(in2), scale_zp(out)
+    lo, hi = _quant_clamp(out, kernel.activation)
+    dtype = out.dtype
+
+    if dtype == np.int16 and kernel.options.get("pot_scale_int16", True):
+        pots = [checked_log2(s) for s in (s1, s2, so)]
+        if all(p for p, _ in pots):
+            shift1 = pots[0][1] - pots[2][1]
+            shift2 = pots[1][1] - pots[2][1]
+            if shift1 > 0 or shift2 > 0 or (shift1 and shift2):
+                raise UnsupportedOpError(
+                    f"{kernel.node.describe()}: int16 power-of-two scales need one input on the "
+                    "output scale and the other finer"
+                )
+
+            def run_pot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+                sa = rounding_divide_by_pot(a.astype(np.int64), -shift1)
+                sb = rounding_divide_by_pot(b.astype(np.int64), -shift2)
+                return np.clip(sa + sign * sb, lo, hi).astype(dtype)
+
+            return run_pot
+
+    left_shift = 15 if dtype == np.int16 else 20
+    twice_max = 2.0 * max(s1, s2)
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+
+    def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        sa = multiply_by_quantized_multiplier((a.astype(np.int64) - z1) << left_shift, m1, sh1)
+        sb = multiply_by_quantized_multiplier((b.astype(np.int64) - z2) << left_shift, m2, sh2)
+        raw = multiply_by_quantized_multiplier(sa + sign * sb, mo, sho) + zo
+        return np.clip(raw, lo, hi).astype(dtype)
+
+    return run
+
+
+class UnaryOp(OpKernel):
+    """An elementwise op of one input.
+
+    ``fn`` is the float (and plain integer) rule. For quantized 8-bit input, ``lut_fn`` names
+    a float function tabulated the LUTPopulate way, or :meth:`quantized` returns another rule
+    (typically a :class:`~offload.ops._lut.Lut` built from an exact integer algorithm).
+    """
+
+    fn: ClassVar[Callable[[np.ndarray], np.ndarray]]
+    lut_fn: ClassVar[Callable[[np.ndarray], np.ndarray] | None] = None
+    # Ops defined on raw integers as well (NEG, ABS on int32): those go through ``fn``.
+    raw_quantized: ClassVar[bool] = False
+
+    def setup(self) -> None:
+        self.dtype = self.outputs[0].dtype
+        self._quantized: QuantizedFn | None = None
+        if is_quantized(self.inputs[0]) and not self.raw_quantized:
+            self._quantized = self.quantized()
+            if self._quantized is None:
+                raise UnsupportedOpError(
+                    f"{self.node.describe()}: quantized {self.inputs[0].dtype} input is not "
+                    "supported by this kernel"
+                )
+
+    def quantized(self) -> QuantizedFn | None:
+        lut_fn = type(self).lut_fn
+        return None if lut_fn is None else self.float_lut(lut_fn)
+
+    def float_lut(self, fn: Callable[[np.ndarray], np.ndarray]) -> QuantizedFn:
+        """``fn`` tabulated over the quantized input domain: 256 entries for 8-bit types, the
+        interpolated 513-entry table for int16 (both as TFLite's LUTPopulate builds them)."""
+        in_t, out_t = self.inputs[0], self.outputs[0]
+        assert in_t is not None and in_t.quantization is not None
+        assert out_t.quantization is not None
+        if in_t.dtype == np.int16:
+            (si, zi), (so, zo) = scale_zp(in_t), scale_zp(out_t)
+            table = int16_lut_populate(fn, si, zi, so, zo)
+            return lambda x: int16_lut_lookup(table, x)
+        return Lut(lut_from_float(fn, in_t.quantization, out_t.quantization, self.dtype))
+
+    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        if self._quantized is not None:
+            return self._quantized(x)
+        with np.errstate(all="ignore"):
+            out = np.asarray(type(self).fn(x))
+        return out.astype(self.dtype, copy=False)
+
+
+def relu_x_lut(in_tensor: Tensor, out_tensor: Tensor, act_min: float, act_max: float | None) -> Lut:
+    """TFLite's quantized ReluX (RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1) as a lookup table:
+    rescale input to output scale, add the output zero point, clamp to the activation range
+    expressed in output quanta (``act_max`` None: unbounded above)."""
+    (si, zi), (so, zo) = scale_zp(in_tensor), scale_zp(out_tensor)
+    lo, hi = dtype_range(out_tensor.dtype)
+    m, sh = quantize_multiplier(si / so)
+
+    def q(value: float) -> int:
+        # roundf(act / scale) in float32, as the kernel computes it at eval time.
+        ratio = np.float32(value) / np.float32(so)
+        return zo + int(np.sign(ratio) * np.floor(np.abs(ratio) + np.float32(0.5)))
+
+    qmin = max(lo, q(act_min))
+    qmax = hi if act_max is None else min(hi, q(act_max))
+
+    def rule(v: np.ndarray) -> np.ndarray:
+        return np.clip(zo + multiply_by_quantized_multiplier(v - zi, m, sh), qmin, qmax)
+
+    return Lut(lut_from_int(rule, out_tensor.dtype))

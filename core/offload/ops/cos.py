@@ -1,0 +1,15 @@
+"""COS: cos(x) in float32."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import UnaryOp
+from offload.ops._registry import register
+
+
+@register
+class Cos(UnaryOp):
+    op = "COS"
+    max_version = 2
+    fn = staticmethod(np.cos)

@@ -1,0 +1,26 @@
+"""DIV: a / b with broadcasting and a fused activation (float32, and int32 truncating)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import BinaryOp
+from offload.ops._registry import register
+
+
+def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.asarray(a).dtype.kind in "iu":
+        # C++ integer division truncates toward zero; numpy's // floors.
+        q = np.floor_divide(a, b)
+        inexact = (np.remainder(a, b) != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0))
+        return q + inexact
+    return np.true_divide(a, b)
+
+
+@register
+class Div(BinaryOp):
+    op = "DIV"
+    max_version = 2
+    fn = staticmethod(_divide)
+    fused = True
+    clamp_float = True

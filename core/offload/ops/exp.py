@@ -1,0 +1,16 @@
+"""EXP: e**x in float32; int8/int16 through TFLite's lookup table of exp."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import UnaryOp
+from offload.ops._registry import register
+
+
+@register
+class Exp(UnaryOp):
+    op = "EXP"
+    max_version = 2
+    fn = staticmethod(np.exp)
+    lut_fn = staticmethod(np.exp)

@@ -1,0 +1,21 @@
+"""FLOOR_MOD: remainder with the sign of the divisor (truncated fmod, then shifted by b where
+the signs differ), for integers and floats."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import BinaryOp
+from offload.ops._registry import register
+
+
+def _floor_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    trunc = np.fmod(a, b)
+    return np.where((trunc != 0) & ((np.asarray(b) < 0) != (trunc < 0)), trunc + b, trunc)
+
+
+@register
+class FloorMod(BinaryOp):
+    op = "FLOOR_MOD"
+    max_version = 2
+    fn = staticmethod(_floor_mod)

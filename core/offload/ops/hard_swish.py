@@ -1,0 +1,84 @@
+"""HARD_SWISH: x * relu6(x + 3) / 6.
+
+int8/uint8 follow TFLite's 16-bit fixed-point algorithm (input on a 2^7 finer scale, a
+saturating "relu-ish" factor in [0, 1], a truncating doubling high multiply), tabulated over
+all 256 inputs at setup.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
+from offload.ops._lut import Lut, lut_from_int
+from offload.ops._quant import quantize_multiplier, rounding_divide_by_pot
+from offload.ops._registry import register
+
+_I16_MIN, _I16_MAX = -32768, 32767
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    return x * np.clip(x + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)
+
+
+def _to_int16_multiplier(m32: int) -> int:
+    # TFLite's DownScaleInt32ToInt16Multiplier: round the Q31 multiplier to Q15.
+    if m32 >= 2**31 - 1 - (1 << 15):
+        return _I16_MAX
+    return (m32 + (1 << 15)) >> 16
+
+
+def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int16 values."""
+    ab = a * b
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    total = ab + nudge
+    high = np.where(total >= 0, total >> 15, -((-total) >> 15))
+    return np.where((a == _I16_MIN) & (b == _I16_MIN), _I16_MAX, high)
+
+
+def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """SaturatingDoublingHighMul: like the above but truncating toward zero, no nudge."""
+    ab = a * b
+    high = np.where(ab >= 0, ab >> 15, -((-ab) >> 15))
+    return np.where((a == _I16_MIN) & (b == _I16_MIN), _I16_MAX, high)
+
+
+def _wrap16(x: np.ndarray) -> np.ndarray:
+    return ((x + 32768) & 0xFFFF) - 32768
+
+
+def _sat_shl16(x: np.ndarray, amount: int) -> np.ndarray:
+    return np.clip(x * (1 << amount), _I16_MIN, _I16_MAX)
+
+
+@register
+class HardSwish(UnaryOp):
+    op = "HARD_SWISH"
+    max_version = 1
+    fn = staticmethod(_hard_swish)
+
+    def quantized(self) -> QuantizedFn:
+        (si, zi), (so, zo) = scale_zp(self.inputs[0]), scale_zp(self.outputs[0])
+        hires_scale = np.float32(1.0 / 128.0) * np.float32(si)
+        out_m32, out_exp = quantize_multiplier(float(hires_scale / np.float32(so)))
+        relu_m32, relu_exp = quantize_multiplier(float(hires_scale / np.float32(3.0 / 32768.0)))
+        out_m, relu_m = _to_int16_multiplier(out_m32), _to_int16_multiplier(relu_m32)
+
+        def rule(v: np.ndarray) -> np.ndarray:
+            hires = _wrap16((v - zi) * 128)
+            preshift = _srdhm16(hires, out_m)
+            reluish = hires
+            if relu_exp > 0:
+                reluish = _sat_shl16(reluish, relu_exp - 1)
+            reluish = _srdhm16(reluish, relu_m)
+            if relu_exp > 0:
+                reluish = _sat_shl16(reluish, 1)
+            if relu_exp < 0:
+                reluish = rounding_divide_by_pot(reluish, -relu_exp)
+            reluish = (reluish + (1 << 15)) >> 1
+            out = _sdhm16(reluish, preshift)
+            out = rounding_divide_by_pot(out, -out_exp)
+            return out + zo
+
+        return Lut(lut_from_int(rule, self.dtype))

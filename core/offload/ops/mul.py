@@ -1,0 +1,42 @@
+"""MUL: a * b with broadcasting and a fused activation.
+
+Quantized: the product of the zero-point-corrected inputs is rescaled once by the combined
+multiplier ``s1 * s2 / s_out``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.errors import UnsupportedOpError
+from offload.ops._elementwise import BinaryOp, QuantizedFn, scale_zp
+from offload.ops._quant import activation_range_quantized, quantize_multiplier, requantize
+from offload.ops._registry import register
+
+
+@register
+class Mul(BinaryOp):
+    op = "MUL"
+    max_version = 8
+    fn = staticmethod(np.multiply)
+    fused = True
+    clamp_float = True
+
+    def quantized(self) -> QuantizedFn:
+        in1, in2, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        assert in1 is not None and in2 is not None and out.quantization is not None
+        if not (in1.dtype == in2.dtype == out.dtype):
+            raise UnsupportedOpError(
+                f"{self.node.describe()}: quantized MUL with {in1.dtype} inputs and "
+                f"{out.dtype} output is not supported"
+            )
+        (s1, z1), (s2, z2), (so, zo) = scale_zp(in1), scale_zp(in2), scale_zp(out)
+        m, sh = quantize_multiplier(s1 * s2 / so)
+        clamp = activation_range_quantized(self.activation, out.quantization, out.dtype)
+        dtype = out.dtype
+
+        def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            acc = (a.astype(np.int64) - z1) * (b.astype(np.int64) - z2)
+            return requantize(acc, m, sh, zo, clamp, dtype)
+
+        return run

@@ -1,0 +1,16 @@
+"""NEG: -x, for float and integer tensors (integers wrap like C++)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import UnaryOp
+from offload.ops._registry import register
+
+
+@register
+class Neg(UnaryOp):
+    op = "NEG"
+    max_version = 1
+    fn = staticmethod(np.negative)
+    raw_quantized = True

@@ -1,0 +1,23 @@
+"""SELECT (tf.where v1): pick x where condition else y. x and y have one shape; the condition
+has that shape, or is a scalar, or is a vector choosing whole slices along the first axis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._registry import register
+
+
+@register
+class Select(OpKernel):
+    op = "SELECT"
+    max_version = 4
+
+    def run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        cond = np.asarray(cond, np.bool_)
+        x, y = np.asarray(x), np.asarray(y)
+        if cond.ndim == 1 and x.ndim > 1:
+            # Rank-one condition selects rows, not trailing elements as numpy would.
+            cond = cond.reshape(cond.shape + (1,) * (x.ndim - 1))
+        return np.where(cond, x, y).astype(self.outputs[0].dtype, copy=False)

@@ -1,0 +1,15 @@
+"""SIN: sin(x) in float32."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._elementwise import UnaryOp
+from offload.ops._registry import register
+
+
+@register
+class Sin(UnaryOp):
+    op = "SIN"
+    max_version = 2
+    fn = staticmethod(np.sin)

@@ -1,0 +1,61 @@
+"""SOFTMAX over the last axis: exp(beta (x - max)) / sum, in float32.
+
+int8/uint8 (LiteRT's x86 path): a float table of exp(-beta s (max - x)) indexed by the
+distance to the row maximum, the float sum of the row, and rounding of each probability to
+the output scale. int16 is not implemented.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.errors import UnsupportedOpError
+from offload.ops._base import OpKernel
+from offload.ops._elementwise import is_quantized, scale_zp
+from offload.ops._quant import dtype_range, tflite_round
+from offload.ops._registry import register
+
+
+@register
+class Softmax(OpKernel):
+    op = "SOFTMAX"
+    max_version = 3
+
+    def setup(self) -> None:
+        self.beta = np.float32(self.options.get("beta", 1.0))
+        self.dtype = self.outputs[0].dtype
+        self.quantized = is_quantized(self.inputs[0])
+        if self.quantized:
+            in_t = self.inputs[0]
+            assert in_t is not None
+            if in_t.dtype == np.int16 or self.dtype != in_t.dtype:
+                raise UnsupportedOpError(
+                    f"{self.node.describe()}: quantized SOFTMAX {in_t.dtype} -> {self.dtype} "
+                    "is not supported"
+                )
+            si, _ = scale_zp(in_t)
+            self.out_scale, self.out_zp = scale_zp(self.outputs[0])
+            # table[d] = exp(-s beta d) for d = max - x in 0..255, float32 as LiteRT fills it.
+            scale = np.float32(-np.float32(si) * self.beta)
+            self.table = np.exp(scale * np.arange(256, dtype=np.float32)).astype(np.float32)
+
+    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        if self.quantized:
+            return self._run_quantized(x)
+        x = np.asarray(x, np.float32)
+        e = np.exp((x - x.max(axis=-1, keepdims=True)) * self.beta)
+        return (e * (np.float32(1.0) / e.sum(axis=-1, keepdims=True))).astype(self.dtype)
+
+    def _run_quantized(self, x: np.ndarray) -> np.ndarray:
+        xi = x.astype(np.int32)
+        e = self.table[xi.max(axis=-1, keepdims=True) - xi]
+        total = e.sum(axis=-1, keepdims=True, dtype=np.float32)
+        inv = np.float32(1.0) / (total * np.float32(self.out_scale))
+        prob = e * inv
+        if self.dtype == np.uint8:
+            # LiteRT's x86 build rounds uint8 probabilities by adding 0.5 and truncating.
+            q = np.trunc(prob + np.float32(0.5)) + self.out_zp
+        else:
+            q = tflite_round(prob) + self.out_zp
+        lo, hi = dtype_range(self.dtype)
+        return np.clip(q, lo, hi).astype(self.dtype)

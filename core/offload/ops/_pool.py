@@ -1,0 +1,53 @@
+"""Shared machinery of the 2-D pooling ops: window views over the padded input, the number
+of in-bounds taps per output pixel (TFLite averages over those only), activation ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._activation import apply_fused_activation
+from offload.ops._base import OpKernel
+from offload.ops._conv import Geometry, geometry, pad_spatial, patches
+from offload.ops._quant import activation_range_quantized, dtype_range
+
+__all__ = ["PoolKernel"]
+
+
+class PoolKernel(OpKernel):
+    """Base of AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D: reads Pool2DOptions once."""
+
+    def setup(self) -> None:
+        opts = self.options
+        self.kernel_hw = (opts.filter_height, opts.filter_width)
+        self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
+        self.padding = opts.get("padding", "SAME")
+        self.activation = opts.get("fused_activation_function", "NONE")
+        self.out_dtype = self.outputs[0].dtype
+
+    def windows(self, x: np.ndarray, pad_value: float) -> tuple[np.ndarray, Geometry]:
+        """The (N, OH, OW, KH, KW, C) view of x padded with ``pad_value``."""
+        g = geometry(self.padding, x.shape[1:3], self.kernel_hw, self.stride)
+        return patches(pad_spatial(x, g, pad_value), g, self.kernel_hw, self.stride), g
+
+    def tap_counts(self, in_hw: tuple[int, int], g: Geometry) -> np.ndarray:
+        """(OH, OW, 1) count of window taps that fall inside the unpadded input."""
+        ones = np.ones((1, *in_hw, 1), np.int64)
+        view = patches(pad_spatial(ones, g, 0), g, self.kernel_hw, self.stride)
+        return view.sum(axis=(3, 4))[0]
+
+    def taps(self, view: np.ndarray):
+        """Each (N, OH, OW, C) tap slice of the window view, in filter order."""
+        for ky in range(self.kernel_hw[0]):
+            for kx in range(self.kernel_hw[1]):
+                yield view[:, :, :, ky, kx, :]
+
+    def finish(self, out: np.ndarray) -> np.ndarray:
+        """Apply the fused activation: a float function, or a clamp in quantized space."""
+        if np.issubdtype(self.out_dtype, np.floating):
+            return apply_fused_activation(out.astype(self.out_dtype, copy=False), self.activation)
+        q = self.outputs[0].quantization
+        if q is None:
+            lo, hi = dtype_range(self.out_dtype)
+        else:
+            lo, hi = activation_range_quantized(self.activation, q, self.out_dtype)
+        return np.clip(out, lo, hi).astype(self.out_dtype)

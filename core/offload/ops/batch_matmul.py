@@ -1,0 +1,84 @@
+"""BATCH_MATMUL: lhs @ rhs over broadcast batch dimensions, adj_x / adj_y transposing the
+last two; float, hybrid (float lhs, int8 rhs), int8 (to int8 or int32) and int16."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._base import OpKernel
+from offload.ops._conv import (
+    filter_scales,
+    finish_quantized,
+    kind_of,
+    output_multipliers,
+    quantize_rows,
+    scalar_quant,
+    weight_value,
+)
+from offload.ops._registry import register
+
+
+@register
+class BatchMatMul(OpKernel):
+    op = "BATCH_MATMUL"
+    max_version = 4
+
+    def setup(self) -> None:
+        opts = self.options
+        self.adj_x = bool(opts.get("adj_x", False))
+        self.adj_y = bool(opts.get("adj_y", False))
+        self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
+        lhs, rhs, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        self.kind = kind_of(lhs, rhs)
+        rhs_value = weight_value(self, 1)
+        self.rhs = None if rhs_value is None else self._rhs(rhs_value)
+        if self.kind == "hybrid":
+            cols = rhs.shape[-2] if self.adj_y else rhs.shape[-1]
+            self.scales = filter_scales(rhs, cols)
+            self.per_channel = rhs.quantization.scale.size > 1
+        elif self.kind == "quantized" and out.dtype != np.int32:
+            l_scale, _ = scalar_quant(lhs)
+            # BATCH_MATMUL's multiplier rounds lhs_scale * rhs_scale to float32 first.
+            self.mult, self.shift = output_multipliers(
+                l_scale, rhs.quantization, scalar_quant(out)[0], 1, float_product=True
+            )
+            self.rounding = "wide" if lhs.dtype == np.int16 else "double"
+
+    def _rhs(self, rhs: np.ndarray) -> np.ndarray:
+        """rhs as (..., K, N): float32, or float64 without its zero point."""
+        if self.adj_y:
+            rhs = np.swapaxes(rhs, -1, -2)
+        if self.kind == "float":
+            return np.ascontiguousarray(rhs, np.float32)
+        zp = scalar_quant(self.inputs[1])[1] if self.kind == "quantized" else 0
+        if self.kind == "quantized" and self.outputs[0].dtype == np.int32:
+            zp = 0  # the int8 -> int32 kernel ignores zero points
+        return np.ascontiguousarray(rhs, np.float64) - zp
+
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+        lhs = inputs[0]
+        rhs = self.rhs if self.rhs is not None else self._rhs(inputs[1])
+        if self.adj_x:
+            lhs = np.swapaxes(lhs, -1, -2)
+        if self.kind == "float":
+            return np.matmul(np.asarray(lhs, np.float32), rhs)
+        if self.kind == "hybrid":
+            return self._run_hybrid(lhs, rhs)
+        out = self.outputs[0]
+        zp = 0 if out.dtype == np.int32 else scalar_quant(self.inputs[0])[1]
+        acc = np.rint(np.matmul(lhs.astype(np.float64) - zp, rhs)).astype(np.int64)
+        if out.dtype == np.int32:
+            return acc.astype(np.int32)
+        return finish_quantized(acc, self.mult, self.shift, out, None, self.rounding)
+
+    def _run_hybrid(self, lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        rows = np.ascontiguousarray(lhs, np.float32).reshape(-1, lhs.shape[-1])
+        q, in_scale, offset = quantize_rows(rows, self.asymmetric)
+        xq = (q.astype(np.float64) - offset[:, None]).reshape(lhs.shape)
+        acc = np.rint(np.matmul(xq, rhs)).astype(np.float32)
+        row_scale = in_scale.reshape(*lhs.shape[:-1], 1)
+        if self.per_channel:
+            scale = (row_scale * self.scales).astype(np.float32)
+        else:
+            scale = (row_scale * self.scales[0]).astype(np.float32)
+        return (scale * acc).astype(np.float32)

@@ -1,0 +1,141 @@
+"""CONV_2D: NHWC input, OHWI filter, optional bias; float, hybrid, int8/uint8 and 16x8.
+
+Every path is im2col + one GEMM per group. Constant filters are reshaped to the GEMM layout
+once in setup; runtime filters (float16 models dequantize them on the fly) on every run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from offload.ops._activation import apply_fused_activation
+from offload.ops._base import OpKernel
+from offload.ops._conv import (
+    Rounding,
+    bias_is_wide,
+    filter_scales,
+    filter_zero_point,
+    finish_quantized,
+    geometry,
+    im2col,
+    kind_of,
+    output_multipliers,
+    quantize_rows,
+    scalar_quant,
+    weight_value,
+)
+from offload.ops._registry import register
+
+if TYPE_CHECKING:
+    from offload._graph import Tensor
+
+
+@register
+class Conv2D(OpKernel):
+    op = "CONV_2D"
+    max_version = 8
+
+    def setup(self) -> None:
+        opts = self.options
+        self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
+        self.dilation = (opts.get("dilation_h_factor", 1), opts.get("dilation_w_factor", 1))
+        self.padding = opts.get("padding", "SAME")
+        self.activation = opts.get("fused_activation_function", "NONE")
+        x, f = self.inputs[0], self.inputs[1]
+        out_ch, kh, kw, f_in = f.shape
+        self.kernel_hw = (kh, kw)
+        self.groups = x.shape[3] // f_in if x.shape and f_in else 1
+        self.kind = kind_of(x, f)
+        self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
+        weights = weight_value(self, 1)
+        self.w = None if weights is None else np.ascontiguousarray(self._gemm_weights(weights))
+        if self.kind == "hybrid":
+            scales = filter_scales(f, out_ch)
+            # LiteRT's per-channel hybrid path (asymmetric inputs) runs only when the channel
+            # scales actually differ, or for grouped convolutions.
+            self.per_channel = bool(np.any(scales != scales[0])) or self.groups != 1
+            self.scales = scales if self.per_channel else scales[:1]
+        elif self.kind == "quantized":
+            self._setup_quantized(out_ch)
+
+    def _setup_quantized(self, out_ch: int) -> None:
+        x, f, bias, out = self.inputs[0], self.inputs[1], self._bias_tensor(), self.outputs[0]
+        in_scale, self.x_zp = scalar_quant(x)
+        self.mult, self.shift = output_multipliers(
+            in_scale, f.quantization, scalar_quant(out)[0], out_ch
+        )
+        # LiteRT runs the ruy GEMM unless it falls back to the reference kernel: grouped
+        # convolutions, and 16x8 with zero points or int64 accumulators.
+        self.rounding: Rounding = "ruy" if self.groups == 1 else "double"
+        if x.dtype == np.int16:
+            if bias_is_wide(bias, self.options.get("quantized_bias_type", 0)):
+                self.rounding = "wide"
+            elif self.x_zp or scalar_quant(out)[1] or np.any(self.w_zp):
+                self.rounding = "double"
+
+    def _bias_tensor(self) -> Tensor | None:
+        return self.inputs[2] if len(self.inputs) > 2 else None
+
+    def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
+        """OHWI -> (groups, KH*KW*Cin_per_group, Cout_per_group), float64 for integer paths."""
+        g = self.groups
+        dtype = np.float32 if self.kind == "float" else np.float64
+        mat = np.asarray(w, dtype)
+        if self.kind == "quantized":
+            mat = mat - np.reshape(self.w_zp, (-1, 1, 1, 1))
+        # A transposed view: BLAS takes it as is, so runtime filters are not copied per run;
+        # constant ones are made contiguous once in setup.
+        return mat.reshape(g, w.shape[0] // g, -1).transpose(0, 2, 1)
+
+    def _gemm(self, cols: np.ndarray, w: np.ndarray) -> np.ndarray:
+        if self.groups == 1:
+            return cols @ w[0]
+        g = self.groups
+        m = cols.shape[0]
+        taps = self.kernel_hw[0] * self.kernel_hw[1]
+        grouped = cols.reshape(m, taps, g, -1).transpose(2, 0, 1, 3).reshape(g, m, -1)
+        return np.matmul(grouped, w).transpose(1, 0, 2).reshape(m, -1)
+
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+        x, f = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        w = self.w if self.w is not None else self._gemm_weights(f)
+        n, h, wd, _ = x.shape
+        g = geometry(self.padding, (h, wd), self.kernel_hw, self.stride, self.dilation)
+        shape = (n, g.out_h, g.out_w, w.shape[0] * w.shape[2])
+        if self.kind == "float":
+            cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride,
+                          self.dilation)
+            out = self._gemm(cols, w)
+            if bias is not None:
+                out += bias
+            return apply_fused_activation(out.reshape(shape), self.activation)
+        if self.kind == "hybrid":
+            return self._run_hybrid(x, w, bias, g, shape)
+        xf = x.astype(np.float64) - self.x_zp
+        acc = np.rint(self._gemm(im2col(xf, g, self.kernel_hw, self.stride, self.dilation), w))
+        acc = acc.astype(np.int64)
+        if bias is not None:
+            acc += bias.astype(np.int64)
+        out = finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
+                               self.rounding)
+        return out.reshape(shape)
+
+    def _run_hybrid(self, x, w, bias, g, shape) -> np.ndarray:
+        n = x.shape[0]
+        q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=self.per_channel)
+        xq = q.reshape(x.shape).astype(np.float64) - offset.reshape(-1, 1, 1, 1)
+        cols = im2col(xq, g, self.kernel_hw, self.stride, self.dilation)
+        acc = np.rint(self._gemm(cols, w)).astype(np.float32).reshape(n, -1, shape[3])
+        if not self.per_channel:
+            out = acc * (in_scale * self.scales[0]).astype(np.float32)[:, None, None]
+        elif self.groups == 1:
+            # The optimized kernel folds the input scale into the channel scales first.
+            out = acc * (self.scales[None, :] * in_scale[:, None])[:, None, :]
+        else:
+            out = acc * self.scales * in_scale[:, None, None]
+        if bias is not None:
+            out += bias
+        return apply_fused_activation(out.reshape(shape), self.activation)

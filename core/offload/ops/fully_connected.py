@@ -1,0 +1,116 @@
+"""FULLY_CONNECTED: output = input rows @ weights(O, K).T + bias; float, hybrid (symmetric or
+asymmetric per-row input quantization), int8/uint8 and 16x8, per-tensor or per-channel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.errors import UnsupportedOpError
+from offload.ops._activation import apply_fused_activation
+from offload.ops._base import OpKernel
+from offload.ops._conv import (
+    Rounding,
+    bias_is_wide,
+    filter_scales,
+    filter_zero_point,
+    finish_quantized,
+    kind_of,
+    output_multipliers,
+    quantize_rows,
+    real_multipliers,
+    scalar_quant,
+    weight_value,
+)
+from offload.ops._registry import register
+
+
+@register
+class FullyConnected(OpKernel):
+    op = "FULLY_CONNECTED"
+    # v8 (sparse weights) and v14 (int2 weights) are refused in setup.
+    max_version = 13
+
+    def setup(self) -> None:
+        opts = self.options
+        self.activation = opts.get("fused_activation_function", "NONE")
+        self.keep_num_dims = bool(opts.get("keep_num_dims", False))
+        self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
+        x, f, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        if f.sparsity is not None or opts.get("weights_format", 0) != 0:
+            raise UnsupportedOpError(
+                f"{self.node.describe()}: sparse or shuffled FULLY_CONNECTED weights are not "
+                "supported by the CPU reference; densify the model's weights first"
+            )
+        self.kind = kind_of(x, f)
+        if self.kind == "hybrid" and f.type_name == "INT4":
+            raise UnsupportedOpError(
+                f"{self.node.describe()}: hybrid FULLY_CONNECTED with INT4 weights (LiteRT's "
+                "4-bit kernel) is not supported by the CPU reference"
+            )
+        self.units = f.shape[0]
+        self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
+        weights = weight_value(self, 1)
+        self.w = None if weights is None else self._gemm_weights(weights)
+        if self.kind == "hybrid":
+            # Any per-channel quantization (even with equal scales) takes the per-channel path.
+            self.scales = filter_scales(f, self.units)
+            self.per_channel = f.quantization.scale.size > 1
+        elif self.kind == "quantized":
+            in_scale, self.x_zp = scalar_quant(x)
+            self.mult, self.shift = output_multipliers(
+                in_scale, f.quantization, scalar_quant(out)[0], self.units
+            )
+            bias = self.inputs[2] if len(self.inputs) > 2 else None
+            # ruy's rounding unless int16 falls back to the reference kernel, which
+            # scales by the real multiplier in double.
+            self.rounding: Rounding = "ruy"
+            wide = bias_is_wide(bias, opts.get("quantized_bias_type", 0))
+            if x.dtype == np.int16 and (wide or self.x_zp or scalar_quant(out)[1]):
+                self.rounding = "real"
+                self.mult = real_multipliers(in_scale, f.quantization, scalar_quant(out)[0],
+                                             self.units)
+
+    def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
+        """(O, K) -> contiguous (K, O): float32, or float64 without its zero point."""
+        if self.kind == "float":
+            return np.ascontiguousarray(np.asarray(w, np.float32).T)
+        mat = np.asarray(w, np.float64)
+        if self.kind == "quantized":
+            mat = mat - np.reshape(self.w_zp, (-1, 1))
+        return np.ascontiguousarray(mat.T)
+
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+        x, f = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        w = self.w if self.w is not None else self._gemm_weights(f)
+        rows = x.reshape(-1, w.shape[0])
+        if self.keep_num_dims:
+            shape = (*x.shape[:-1], self.units)
+        else:
+            shape = (rows.shape[0], self.units)
+        if self.kind == "float":
+            out = np.asarray(rows, np.float32) @ w
+            if bias is not None:
+                out += bias
+            return apply_fused_activation(out.reshape(shape), self.activation)
+        if self.kind == "hybrid":
+            return self._run_hybrid(rows, w, bias).reshape(shape)
+        acc = np.rint((rows.astype(np.float64) - self.x_zp) @ w).astype(np.int64)
+        if bias is not None:
+            acc += bias.astype(np.int64)
+        out = finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
+                               self.rounding)
+        return out.reshape(shape)
+
+    def _run_hybrid(self, rows: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        q, in_scale, offset = quantize_rows(rows, self.asymmetric)
+        # Exact int32 dot products, less row_sum * offset for asymmetric inputs.
+        acc = np.rint((q.astype(np.float64) - offset[:, None]) @ w).astype(np.float32)
+        if self.per_channel:
+            scale = (in_scale[:, None] * self.scales[None, :]).astype(np.float32)
+        else:
+            scale = (in_scale * self.scales[0]).astype(np.float32)[:, None]
+        out = acc * scale
+        if bias is not None:
+            out = np.asarray(bias, np.float32) + out
+        return apply_fused_activation(out, self.activation)

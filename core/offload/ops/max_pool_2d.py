@@ -1,0 +1,23 @@
+"""MAX_POOL_2D: the largest in-bounds value of each window (padding never wins)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._pool import PoolKernel
+from offload.ops._registry import register
+
+
+@register
+class MaxPool2D(PoolKernel):
+    op = "MAX_POOL_2D"
+    max_version = 3
+
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+        x = inputs[0]
+        lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
+        view, _ = self.windows(x, lowest)
+        out = None
+        for tap in self.taps(view):
+            out = tap.copy() if out is None else np.maximum(out, tap, out=out)
+        return self.finish(out)

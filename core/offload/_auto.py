@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["choose_delegates", "plan_cost"]
 
 
-def plan_cost(node_count: int, cpu_nodes: int, partition_sizes: list[int], speedup: float,
-              overhead: float) -> float:
+def plan_cost(
+    node_count: int, cpu_nodes: int, partition_sizes: list[int], speedup: float, overhead: float
+) -> float:
     return cpu_nodes + sum(partition_sizes) / speedup + len(partition_sizes) * overhead
 
 
@@ -62,8 +63,9 @@ def choose_delegates(model: Model) -> tuple[list[Delegate], dict[str, Any]]:
             entry["skipped"] = f"planning failed: {type(exc).__name__}: {exc}"
             continue
         sizes = [len(p.nodes) for p in plan.partitions]
-        cost = plan_cost(n, len(plan.cpu_nodes()), sizes, caps.expected_speedup,
-                         caps.partition_overhead)
+        cost = plan_cost(
+            n, len(plan.cpu_nodes()), sizes, caps.expected_speedup, caps.partition_overhead
+        )
         entry.update({"partitions": len(sizes), "delegated_nodes": sum(sizes), "cost": cost})
         if cost < best[0]:
             best = (cost, delegate)

@@ -18,7 +18,15 @@ from offload._graph import MODEL_TYPES, ModelType, Node, Subgraph
 __all__ = ["OpCapability", "ModelTypeSupport", "Capabilities", "check_node", "DTYPE_NAMES"]
 
 DTYPE_NAMES = (
-    "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64",
+    "float32",
+    "float16",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "complex64",
 )
 DType = Literal[
     "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"
@@ -61,7 +69,9 @@ class OpCapability(_Frozen):
     def _version_range(cls, versions: tuple[int, int]) -> tuple[int, int]:
         lo, hi = versions
         if lo < 1 or hi < lo:
-            raise ValueError(f"expected a version range (lo, hi) with 1 <= lo <= hi, found {versions}")
+            raise ValueError(
+                f"expected a version range (lo, hi) with 1 <= lo <= hi, found {versions}"
+            )
         return versions
 
 
@@ -86,7 +96,9 @@ class Capabilities(_Frozen):
     def _complete(self) -> Capabilities:
         missing = [t for t in MODEL_TYPES if t not in self.model_types]
         if missing:
-            raise ValueError(f"model_types must cover all of {list(MODEL_TYPES)}; missing {missing}")
+            raise ValueError(
+                f"model_types must cover all of {list(MODEL_TYPES)}; missing {missing}"
+            )
         seen: set[str] = set()
         for cap in self.ops:
             if cap.op in seen:
@@ -127,7 +139,9 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
         if _dtype_name(t.dtype) not in cap.dtypes:
             return f"dtype: input {pos} is {_dtype_name(t.dtype)}, supported {list(cap.dtypes)}"
         if cap.max_rank is not None and len(t.shape) > cap.max_rank:
-            return f"max_rank: input {pos} has rank {len(t.shape)}, at most {cap.max_rank} supported"
+            return (
+                f"max_rank: input {pos} has rank {len(t.shape)}, at most {cap.max_rank} supported"
+            )
     for pos, i in enumerate(node.outputs):
         t = tensors[i]
         if _dtype_name(t.dtype) not in cap.dtypes:

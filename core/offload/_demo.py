@@ -28,28 +28,69 @@ def build_demo_model(seed: int = 0) -> bytes:
     b = ModelBuilder()
     image = b.add_input("image", shape=(1, 32, 32, 3))
     conv = b.add_tensor("conv", shape=(1, 16, 16, 16))
-    b.add_operator("CONV_2D", inputs=[image, b.add_constant("conv_w", weights(16, 3, 3, 3)),
-                                      b.add_constant("conv_b", weights(16))],
-                   outputs=[conv], options={"padding": "SAME", "stride_w": 2, "stride_h": 2,
-                                            "fused_activation_function": "RELU6"})
+    b.add_operator(
+        "CONV_2D",
+        inputs=[
+            image,
+            b.add_constant("conv_w", weights(16, 3, 3, 3)),
+            b.add_constant("conv_b", weights(16)),
+        ],
+        outputs=[conv],
+        options={
+            "padding": "SAME",
+            "stride_w": 2,
+            "stride_h": 2,
+            "fused_activation_function": "RELU6",
+        },
+    )
     dw = b.add_tensor("depthwise", shape=(1, 16, 16, 16))
-    b.add_operator("DEPTHWISE_CONV_2D", inputs=[conv, b.add_constant("dw_w", weights(1, 3, 3, 16)),
-                                                b.add_constant("dw_b", weights(16))],
-                   outputs=[dw], options={"padding": "SAME", "stride_w": 1, "stride_h": 1,
-                                          "depth_multiplier": 1, "fused_activation_function": "RELU"})
+    b.add_operator(
+        "DEPTHWISE_CONV_2D",
+        inputs=[
+            conv,
+            b.add_constant("dw_w", weights(1, 3, 3, 16)),
+            b.add_constant("dw_b", weights(16)),
+        ],
+        outputs=[dw],
+        options={
+            "padding": "SAME",
+            "stride_w": 1,
+            "stride_h": 1,
+            "depth_multiplier": 1,
+            "fused_activation_function": "RELU",
+        },
+    )
     residual = b.add_tensor("residual", shape=(1, 16, 16, 16))
     b.add_operator("ADD", inputs=[conv, dw], outputs=[residual])
     pooled = b.add_tensor("pooled", shape=(1, 8, 8, 16))
-    b.add_operator("MAX_POOL_2D", inputs=[residual], outputs=[pooled],
-                   options={"padding": "VALID", "stride_w": 2, "stride_h": 2,
-                            "filter_width": 2, "filter_height": 2})
+    b.add_operator(
+        "MAX_POOL_2D",
+        inputs=[residual],
+        outputs=[pooled],
+        options={
+            "padding": "VALID",
+            "stride_w": 2,
+            "stride_h": 2,
+            "filter_width": 2,
+            "filter_height": 2,
+        },
+    )
     flat = b.add_tensor("flat", shape=(1, 1024))
-    b.add_operator("RESHAPE", inputs=[pooled, b.add_constant("shape", np.array([1, 1024], np.int32))],
-                   outputs=[flat])
+    b.add_operator(
+        "RESHAPE",
+        inputs=[pooled, b.add_constant("shape", np.array([1, 1024], np.int32))],
+        outputs=[flat],
+    )
     logits = b.add_tensor("logits", shape=(1, 10))
-    b.add_operator("FULLY_CONNECTED", inputs=[flat, b.add_constant("fc_w", weights(10, 1024)),
-                                              b.add_constant("fc_b", weights(10))],
-                   outputs=[logits])
+    b.add_operator(
+        "FULLY_CONNECTED",
+        inputs=[
+            flat,
+            b.add_constant("fc_w", weights(10, 1024)),
+            b.add_constant("fc_b", weights(10)),
+        ],
+        outputs=[logits],
+    )
     probs = b.add_tensor("probabilities", shape=(1, 10))
     b.add_operator("SOFTMAX", inputs=[logits], outputs=[probs], options={"beta": 1.0})
     b.add_output(probs)
@@ -87,13 +128,17 @@ def main(runs: int = 20) -> int:
         probs, median = _time_runs(interp, image, runs)
         plan = interp.plan()
         taken = sum(len(p.nodes) for p in plan.partitions)
-        line = (f"{name:>12}: init {init_ms:8.1f} ms, invoke median {1000 * median:7.3f} ms, "
-                f"{taken}/{len(plan.subgraph.nodes)} nodes delegated in {len(plan.partitions)} "
-                f"partition(s)")
+        line = (
+            f"{name:>12}: init {init_ms:8.1f} ms, invoke median {1000 * median:7.3f} ms, "
+            f"{taken}/{len(plan.subgraph.nodes)} nodes delegated in {len(plan.partitions)} "
+            f"partition(s)"
+        )
         if reference is None:
             reference = probs
             print(line)
-            print(f"{'':>14}top class {int(np.argmax(probs))}, probabilities {np.round(probs[0], 4)}")
+            print(
+                f"{'':>14}top class {int(np.argmax(probs))}, probabilities {np.round(probs[0], 4)}"
+            )
         else:
             diff = float(np.max(np.abs(probs - reference)))
             print(f"{line}, max |diff| vs cpu {diff:.2e}")

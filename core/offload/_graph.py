@@ -38,7 +38,7 @@ class Quantization:
 
 @dataclass(frozen=True)
 class DimensionMetadata:
-    """One dimension of a sparse tensor: DENSE (``dense_size``) or SPARSE_CSR (segments, indices)."""
+    """One sparse-tensor dimension: DENSE (``dense_size``) or SPARSE_CSR (segments, indices)."""
 
     format: Literal["DENSE", "SPARSE_CSR"]
     dense_size: int

@@ -38,6 +38,7 @@ from offload.ops import kernel_class
 __all__ = ["Interpreter", "SignatureRunner"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
+_FOLDABLE = frozenset({"DEQUANTIZE", "DENSIFY"})
 
 
 def _shape_str(a: Any) -> str:
@@ -87,6 +88,9 @@ class _Executor:
         self.plan: Plan | None = None
         self.compiled: list[_CompiledStep] = []
         self.cpu_kernels: dict[int, Any] = {}
+        # Outputs of nodes run once at planning time (see _fold_constants), by tensor index.
+        self.folded: dict[int, np.ndarray] = {}
+        self.folded_nodes: set[int] = set()
         self.delegate_kernels: dict[int, DelegateKernel] = {}
         self.restored: dict[int, str] = {}
         self.allocated = False
@@ -99,9 +103,10 @@ class _Executor:
         if self.delegates and not self.allow_cpu_fallback and plan.cpu_nodes():
             lines = []
             for op, entry in plan.fallback_summary().items():
-                reasons = "; ".join(
-                    f"{d}: {r}" for d, by in entry["reasons"].items() for r in by
-                ) or "no delegate took it"
+                reasons = (
+                    "; ".join(f"{d}: {r}" for d, by in entry["reasons"].items() for r in by)
+                    or "no delegate took it"
+                )
                 lines.append(f"  {op} x{entry['count']}: {reasons}")
             raise CpuFallbackError(
                 f"allow_cpu_fallback=False, but {len(plan.cpu_nodes())} node(s) were taken by no "
@@ -113,7 +118,7 @@ class _Executor:
         kernel = self.cpu_kernels.get(node_index)
         if kernel is None:
             node = self.subgraph.nodes[node_index]
-            kernel = kernel_class(node)(node, self.subgraph)
+            kernel = kernel_class(node)(node, self.subgraph, self.folded)
             self.cpu_kernels[node_index] = kernel
         return kernel
 
@@ -139,10 +144,39 @@ class _Executor:
         assert self.plan is not None
         return self.delegates[self.plan.delegates.index(name)]
 
+    def _fold_constants(self, plan: Plan) -> None:
+        """Run DEQUANTIZE / DENSIFY of constants once, as LiteRT's kernels do.
+
+        LiteRT evaluates these once and keeps the result in a persistent buffer; a stateful
+        op reading that buffer (an LSTM state dequantized from float16 zeros) then updates it
+        in place across invokes. Folding gives the same semantics, and lets kernels that read
+        the result pre-transform it as a weight.
+        """
+        sg = self.subgraph
+        for step in plan.steps:
+            if step.kind != "cpu" or step.index in self.folded_nodes:
+                continue
+            node = sg.nodes[step.index]
+            if node.op not in _FOLDABLE or not all(
+                i < 0 or sg.tensors[i].is_constant or i in self.folded for i in node.inputs
+            ):
+                continue
+            kernel = self._cpu_kernel(node.index)
+            args = [self.folded.get(i, self.buffers[i]) if i >= 0 else None for i in node.inputs]
+            result = kernel.run(*args)
+            values = [result] if isinstance(result, np.ndarray) else list(result)
+            for t, value in zip(node.outputs, values):
+                self.folded[t] = np.array(value, copy=True)
+            self.folded_nodes.add(node.index)
+
     def allocate(self) -> None:
         if self.plan is None:
             self.plan = self._make_plan()
         sg = self.subgraph
+        self._allocate_buffers()
+        self._fold_constants(self.plan)
+        for t, value in self.folded.items():
+            self.buffers[t] = value
         plan = self.plan
         compiled: list[_CompiledStep] = []
         for step in plan.steps:
@@ -170,20 +204,24 @@ class _Executor:
             else:
                 cpu_nodes = (step.index,)
             for n in cpu_nodes:
+                if n in self.folded_nodes:
+                    continue
                 node = sg.nodes[n]
                 kernel = self._cpu_kernel(n)
                 compiled.append(
-                    _CompiledStep(kernel.run, node.inputs, node.outputs, Step("cpu", n), node.describe())
+                    _CompiledStep(
+                        kernel.run, node.inputs, node.outputs, Step("cpu", n), node.describe()
+                    )
                 )
         self._assign_liveness(compiled)
         self.compiled = compiled
-        self._allocate_buffers()
         self.allocated = True
 
     def _assign_liveness(self, compiled: list[_CompiledStep]) -> None:
         sg = self.subgraph
         keep = set(sg.inputs) | set(sg.outputs)
         keep |= {t.index for t in sg.tensors if t.is_constant or t.is_variable}
+        keep |= set(self.folded)
         if self.preserve_all_tensors:
             return
         last_use: dict[int, int] = {}
@@ -201,7 +239,10 @@ class _Executor:
         sg = self.subgraph
         for t in sg.tensors:
             if t.is_variable:
-                if self.buffers[t.index] is None or self.buffers[t.index].shape != self.shapes[t.index]:
+                if (
+                    self.buffers[t.index] is None
+                    or self.buffers[t.index].shape != self.shapes[t.index]
+                ):
                     self.buffers[t.index] = _variable_initial_value(t, self.shapes[t.index])
             elif t.is_constant:
                 if t.sparsity is None and t.dtype != np.dtype(object):
@@ -217,6 +258,12 @@ class _Executor:
         for t in self.subgraph.tensors:
             if t.is_variable:
                 self.buffers[t.index] = _variable_initial_value(t, self.shapes[t.index])
+        if self.folded_nodes:
+            # Folded state (an LSTM state dequantized from constants) starts over too.
+            self.folded.clear()
+            self.folded_nodes.clear()
+            if self.plan is not None and self.allocated:
+                self.allocate()
 
     # -- running ----------------------------------------------------------------------------
 
@@ -355,7 +402,8 @@ class Interpreter:
         for d in chosen:
             if not isinstance(d, Delegate):
                 raise TypeError(
-                    f"experimental_delegates expects offload.Delegate objects, found {type(d).__name__}"
+                    "experimental_delegates expects offload.Delegate objects, "
+                    f"found {type(d).__name__}"
                 )
         if isinstance(delegates, str) and delegates == "auto":
             picked, self.auto_selection = choose_delegates(self._model)
@@ -367,7 +415,11 @@ class Interpreter:
                 chosen.append(d if isinstance(d, Delegate) else load_delegate(d))
         self._delegates = chosen
         self._executor = _Executor(
-            self._model, self._model.main, chosen, allow_cpu_fallback, experimental_preserve_all_tensors
+            self._model,
+            self._model.main,
+            chosen,
+            allow_cpu_fallback,
+            experimental_preserve_all_tensors,
         )
         if profile:
             self._executor.profile = {}
@@ -448,7 +500,8 @@ class Interpreter:
                 )
             raise InterpreterStateError(
                 f"tensor {t.index} ({t.name!r}) has no value: intermediates are freed after "
-                "their last use; create the Interpreter with experimental_preserve_all_tensors=True "
+                "their last use; create the Interpreter with "
+                "experimental_preserve_all_tensors=True "
                 "to keep them"
             )
         return np.array(buf, copy=True)
@@ -559,9 +612,7 @@ class Interpreter:
         rows: dict[str, dict[str, Any]] = {}
         for pos, times in ex.profile.items():
             cs = ex.compiled[pos]
-            key = (
-                self._model.main.nodes[cs.step.index].op if cs.step.kind == "cpu" else cs.label
-            )
+            key = self._model.main.nodes[cs.step.index].op if cs.step.kind == "cpu" else cs.label
             row = rows.setdefault(key, {"name": key, "steps": 0, "calls": 0, "total_ms": 0.0})
             row["steps"] += 1
             row["calls"] += len(times)
@@ -618,4 +669,3 @@ class SignatureRunner:
         return {
             name: np.array(ex.buffers[i], copy=True) for name, i in self._signature.outputs.items()
         }
-

@@ -141,7 +141,8 @@ def _read_bytes(model_path: str | os.PathLike[str] | None, model_content: Any) -
     if (model_path is None) == (model_content is None):
         raise ModelLoadError(
             "expected exactly one of model_path or model_content, "
-            f"found model_path={model_path!r} and model_content of type {type(model_content).__name__}"
+            f"found model_path={model_path!r} and model_content of type "
+            f"{type(model_content).__name__}"
         )
     if model_content is not None:
         if not isinstance(model_content, (bytes, bytearray, memoryview)):
@@ -264,7 +265,9 @@ def _read_buffers(fb: Any, data: Any, source: str) -> list[np.ndarray | None]:
         else:
             buffers.append(None)
     if len(data) > _TWO_GIB and not any(b is not None for b in buffers):
-        raise UnsupportedModelError(f"{source}: models over 2 GiB without buffers are not supported")
+        raise UnsupportedModelError(
+            f"{source}: models over 2 GiB without buffers are not supported"
+        )
     return buffers
 
 
@@ -315,7 +318,9 @@ def _read_sparsity(s: Any) -> Sparsity | None:
             )
         )
     return Sparsity(
-        traversal_order=tuple(s.TraversalOrderAsNumpy().tolist()) if s.TraversalOrderLength() else (),
+        traversal_order=tuple(s.TraversalOrderAsNumpy().tolist())
+        if s.TraversalOrderLength()
+        else (),
         block_map=tuple(s.BlockMapAsNumpy().tolist()) if s.BlockMapLength() else (),
         dim_metadata=tuple(dims),
     )
@@ -327,7 +332,9 @@ def _read_tensor(t: Any, index: int, buffers: list[np.ndarray | None], source: s
         raise ModelLoadError(f"{source}: tensor {index} has unknown TensorType {type_id}")
     type_name, dtype = TENSOR_TYPES[type_id]
     shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
-    signature = tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else shape
+    signature = (
+        tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else shape
+    )
     buf_index = t.Buffer()
     if not 0 <= buf_index < max(len(buffers), 1):
         raise ModelLoadError(
@@ -373,7 +380,9 @@ def _read_subgraph(
     opcodes: list[tuple[int, int, str | None]],
     source: str,
 ) -> Subgraph:
-    tensors = tuple(_read_tensor(sg.Tensors(i), i, buffers, source) for i in range(sg.TensorsLength()))
+    tensors = tuple(
+        _read_tensor(sg.Tensors(i), i, buffers, source) for i in range(sg.TensorsLength())
+    )
     n = len(tensors)
 
     def indices(values: Any, what: str) -> tuple[int, ...]:
@@ -407,7 +416,9 @@ def _read_subgraph(
                 options=_parse_options(op),
                 intermediates=indices(op.IntermediatesAsNumpy(), f"node {i} intermediate"),
                 custom_code=custom if name == "CUSTOM" else None,
-                custom_options=bytes(op.CustomOptionsAsNumpy()) if op.CustomOptionsLength() else b"",
+                custom_options=bytes(op.CustomOptionsAsNumpy())
+                if op.CustomOptionsLength()
+                else b"",
                 builtin_code=builtin,
             )
         )

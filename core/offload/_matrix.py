@@ -21,9 +21,7 @@ def capability_matrix() -> dict[str, Any]:
     model_types: dict[str, dict[str, dict[str, str]]] = {
         t: {"cpu": {"support": "yes", "reason": ""}} for t in MODEL_TYPES
     }
-    ops: dict[str, dict[str, str]] = {
-        op: {"cpu": f"v1-{v}"} for op, v in supported_ops().items()
-    }
+    ops: dict[str, dict[str, str]] = {op: {"cpu": f"v1-{v}"} for op, v in supported_ops().items()}
     delegates: dict[str, Any] = {
         "cpu": {"version": "builtin", "available": True, "reason": "", "plugin": "offload"}
     }

@@ -30,8 +30,8 @@ def read_optimization_modes(blob: bytes) -> tuple[int, ...]:
     """The ``model_optimization_modes`` of a CONVERSION_METADATA flatbuffer.
 
     The ``tflite`` package does not carry this small schema (ConversionMetadata.options at
-    field 1, ConversionOptions.model_optimization_modes at field 0, a vector of int64), so the
-    two fields are read with the flatbuffers runtime directly.
+    field 1, ConversionOptions.model_optimization_modes at field 0, a vector of 32-bit enum
+    values), so the two fields are read with the flatbuffers runtime directly.
     """
     buf = bytearray(blob)
     root = Table(buf, int.from_bytes(buf[0:4], "little"))
@@ -44,7 +44,7 @@ def read_optimization_modes(blob: bytes) -> tuple[int, ...]:
         return ()
     start = options.Vector(modes_field)
     count = options.VectorLen(modes_field)
-    return tuple(int(v) for v in np.frombuffer(bytes(buf[start : start + 8 * count]), "<i8"))
+    return tuple(int(v) for v in np.frombuffer(bytes(buf[start : start + 4 * count]), "<i4"))
 
 
 def classify_model_type(

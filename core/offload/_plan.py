@@ -146,7 +146,9 @@ def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -
         node_reasons[name] = reasons
         if kept:
             taken = {u for g in kept for u in g}
-            merged = [Unit(nodes=sorted(n for u in g for n in units[u].nodes), owner=name) for g in kept]
+            merged = [
+                Unit(nodes=sorted(n for u in g for n in units[u].nodes), owner=name) for g in kept
+            ]
             units = [u for i, u in enumerate(units) if i not in taken] + merged
     order = order_units(subgraph, units)
     partitions: list[Partition] = []
@@ -199,7 +201,8 @@ def _apply_limits(
                     for n in units[u].nodes:
                         reasons[n] = (
                             f"only the {max_parts} largest partition(s) are delegated "
-                            f"(max_delegated_partitions={max_parts}); this one has {size(g)} node(s)"
+                            f"(max_delegated_partitions={max_parts}); "
+                            f"this one has {size(g)} node(s)"
                         )
         kept = [g for i, g in enumerate(kept) if i in keep]
     return kept

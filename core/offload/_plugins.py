@@ -139,7 +139,8 @@ def _validate_delegate(cls: Any, plugin: str) -> type[Delegate]:
         )
     if not (isinstance(cls.Options, type) and issubclass(cls.Options, DelegateOptions)):
         raise CapabilityDeclarationError(
-            f"plugin {plugin!r}: delegate {cls.name!r} Options must subclass offload.DelegateOptions"
+            f"plugin {plugin!r}: delegate {cls.name!r} Options must subclass "
+            "offload.DelegateOptions"
         )
     return cls
 
@@ -162,7 +163,9 @@ def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
         for cls in classes:
             checked = _validate_delegate(cls, record.name)
             records.append(
-                DelegateRecord(checked.name, checked, record.name, checked.version, _availability(checked))
+                DelegateRecord(
+                    checked.name, checked, record.name, checked.version, _availability(checked)
+                )
             )
         providers = _call_one(obj, "offload_delegate_providers")
         providers = [DelegateProvider.model_validate(p) for p in providers]
@@ -294,8 +297,12 @@ def _external_delegate_class(target: str) -> type[Delegate]:
     classes = list(getattr(module, "offload_register_delegates", lambda: [])() or [])
     if not classes:
         classes = [
-            v for v in vars(module).values()
-            if isinstance(v, type) and issubclass(v, Delegate) and v is not Delegate and v.name
+            v
+            for v in vars(module).values()
+            if isinstance(v, type)
+            and issubclass(v, Delegate)
+            and v is not Delegate
+            and v.name
             and v.__module__ == module.__name__
         ]
     if len(classes) != 1:

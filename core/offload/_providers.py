@@ -49,7 +49,9 @@ def _parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, found {text!r}")
 
 
-def add_provider_flags(parser: argparse.ArgumentParser, providers: Sequence[DelegateProvider]) -> None:
+def add_provider_flags(
+    parser: argparse.ArgumentParser, providers: Sequence[DelegateProvider]
+) -> None:
     """Add every provider's flags, plus LiteRT's external-delegate flags, to ``parser``."""
     group = parser.add_argument_group("delegates")
     for provider in providers:
@@ -71,10 +73,16 @@ def add_provider_flags(parser: argparse.ArgumentParser, providers: Sequence[Dele
                 default=None,
                 help=flag.help or f"{provider.delegate} option {flag.option}",
             )
-    group.add_argument("--external_delegate_path", default=None,
-                       help="a delegate module (path/to/file.py or package.module) to load")
-    group.add_argument("--external_delegate_options", default="",
-                       help="options for the external delegate, 'k1:v1;k2:v2'")
+    group.add_argument(
+        "--external_delegate_path",
+        default=None,
+        help="a delegate module (path/to/file.py or package.module) to load",
+    )
+    group.add_argument(
+        "--external_delegate_options",
+        default="",
+        help="options for the external delegate, 'k1:v1;k2:v2'",
+    )
 
 
 def parse_external_options(text: str) -> dict[str, Any]:
@@ -109,5 +117,7 @@ def delegates_from_args(
         chosen.append((provider.delegate, options))
     path = getattr(args, "external_delegate_path", None)
     if path:
-        chosen.append((path, parse_external_options(getattr(args, "external_delegate_options", ""))))
+        chosen.append(
+            (path, parse_external_options(getattr(args, "external_delegate_options", "")))
+        )
     return chosen

@@ -38,7 +38,7 @@ class ModelLoadError(OffloadError, ValueError):
 
 
 class UnsupportedModelError(OffloadError, ValueError):
-    """The file is a valid .tflite model that offload cannot run (e.g. external buffers over 2 GiB)."""
+    """A valid .tflite model that offload cannot run (e.g. external buffers over 2 GiB)."""
 
 
 class UnsupportedOpError(OffloadError, NotImplementedError):
@@ -46,7 +46,7 @@ class UnsupportedOpError(OffloadError, NotImplementedError):
 
 
 class OpExecutionError(OffloadError, RuntimeError):
-    """A kernel failed; the message carries op name, version, node index, input shapes and dtypes."""
+    """A kernel failed; the message carries op, version, node index, input shapes and dtypes."""
 
 
 class TensorIndexError(OffloadError, IndexError):

@@ -35,11 +35,21 @@ def _build(op: str, ins: list[In], out_shape, out_dtype, options, version, out_q
         if spec.value is None:
             idx.append(-1)
         elif spec.const:
-            idx.append(b.add_constant(f"c{k}", spec.value, quantization=spec.q,
-                                      quantized_dimension=spec.qdim))
+            idx.append(
+                b.add_constant(
+                    f"c{k}", spec.value, quantization=spec.q, quantized_dimension=spec.qdim
+                )
+            )
         else:
-            idx.append(b.add_input(f"x{k}", spec.value.shape, spec.value.dtype,
-                                   quantization=spec.q, quantized_dimension=spec.qdim))
+            idx.append(
+                b.add_input(
+                    f"x{k}",
+                    spec.value.shape,
+                    spec.value.dtype,
+                    quantization=spec.q,
+                    quantized_dimension=spec.qdim,
+                )
+            )
             feeds.append(spec.value)
     y = b.add_tensor("y", out_shape, out_dtype, quantization=out_q)
     b.add_operator(op, idx, [y], options, version=version)
@@ -64,8 +74,12 @@ def check(op, ins, out_shape, out_dtype, options, version=1, out_q=None, int_tol
     node = sg.nodes[0]
     kernel = kernel_class(node)(node, sg)
     feed = iter(feeds)
-    args = [None if i < 0 else (sg.tensors[i].constant_value() if sg.tensors[i].is_constant
-                                else next(feed)) for i in node.inputs]
+    args = [
+        None
+        if i < 0
+        else (sg.tensors[i].constant_value() if sg.tensors[i].is_constant else next(feed))
+        for i in node.inputs
+    ]
     got = np.asarray(kernel.run(*args))
     assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
     if np.issubdtype(want.dtype, np.floating):
@@ -85,9 +99,14 @@ def ints(dtype, *shape: int, lo: int = -100, hi: int = 100) -> np.ndarray:
 
 
 def conv_opts(padding="SAME", stride=1, dilation=1, act="NONE") -> dict:
-    return {"padding": padding, "stride_h": stride, "stride_w": stride,
-            "dilation_h_factor": dilation, "dilation_w_factor": dilation,
-            "fused_activation_function": act}
+    return {
+        "padding": padding,
+        "stride_h": stride,
+        "stride_w": stride,
+        "dilation_h_factor": dilation,
+        "dilation_w_factor": dilation,
+        "fused_activation_function": act,
+    }
 
 
 # --- numpy re-derivations -------------------------------------------------------------------
@@ -105,8 +124,15 @@ def test_float_conv_matches_a_direct_loop() -> None:
     """CONV_2D float equals the textbook sum over taps and input channels."""
     x, w, bias = f32(1, 5, 6, 3), f32(4, 3, 3, 3), f32(4)
     node_opts = conv_opts("SAME", stride=2)
-    content, _ = _build("CONV_2D", [In(x), In(w, True), In(bias, True)], (1, 3, 3, 4),
-                        np.float32, node_opts, 1, None)
+    content, _ = _build(
+        "CONV_2D",
+        [In(x), In(w, True), In(bias, True)],
+        (1, 3, 3, 4),
+        np.float32,
+        node_opts,
+        1,
+        None,
+    )
     model = offload.load_model(model_content=content)
     node = model.main.nodes[0]
     got = kernel_class(node)(node, model.main).run(x, w, bias)
@@ -130,17 +156,29 @@ def test_symmetric_row_quantization_spans_127() -> None:
 
 # --- against LiteRT -------------------------------------------------------------------------
 
+
 @pytest.mark.litert
-@pytest.mark.parametrize("padding, stride, dilation, act", [
-    ("SAME", 1, 1, "NONE"), ("SAME", 2, 1, "RELU6"), ("VALID", 2, 1, "RELU"),
-    ("SAME", 1, 2, "RELU_N1_TO_1"), ("VALID", 1, 2, "NONE"),
-])
+@pytest.mark.parametrize(
+    "padding, stride, dilation, act",
+    [
+        ("SAME", 1, 1, "NONE"),
+        ("SAME", 2, 1, "RELU6"),
+        ("VALID", 2, 1, "RELU"),
+        ("SAME", 1, 2, "RELU_N1_TO_1"),
+        ("VALID", 1, 2, "NONE"),
+    ],
+)
 def test_conv_float(padding, stride, dilation, act) -> None:
     """CONV_2D float: padding, stride, dilation and fused activation follow TFLite."""
     x, w, b = f32(2, 9, 8, 5), f32(6, 3, 3, 5), f32(6)
     g = geometry(padding, (9, 8), (3, 3), (stride, stride), (dilation, dilation))
-    check("CONV_2D", [In(x), In(w, True), In(b, True)], (2, g.out_h, g.out_w, 6), np.float32,
-          conv_opts(padding, stride, dilation, act))
+    check(
+        "CONV_2D",
+        [In(x), In(w, True), In(b, True)],
+        (2, g.out_h, g.out_w, 6),
+        np.float32,
+        conv_opts(padding, stride, dilation, act),
+    )
 
 
 @pytest.mark.litert
@@ -154,16 +192,28 @@ def test_conv_float_runtime_weights() -> None:
 def test_fc_float_without_bias() -> None:
     """FULLY_CONNECTED v6 runs with its bias omitted."""
     x, w = f32(3, 8), f32(4, 8)
-    check("FULLY_CONNECTED", [In(x), In(w, True), In(None)], (3, 4), np.float32,
-          {"fused_activation_function": "NONE"}, version=6)
+    check(
+        "FULLY_CONNECTED",
+        [In(x), In(w, True), In(None)],
+        (3, 4),
+        np.float32,
+        {"fused_activation_function": "NONE"},
+        version=6,
+    )
 
 
 @pytest.mark.litert
 def test_conv_float_grouped() -> None:
     """Grouped CONV_2D (filter depth a divisor of the input depth) convolves per group."""
     x, w, b = f32(1, 6, 6, 8), f32(6, 3, 3, 4), f32(6)
-    check("CONV_2D", [In(x), In(w, True), In(b, True)], (1, 6, 6, 6), np.float32, conv_opts(),
-          version=6)
+    check(
+        "CONV_2D",
+        [In(x), In(w, True), In(b, True)],
+        (1, 6, 6, 6),
+        np.float32,
+        conv_opts(),
+        version=6,
+    )
 
 
 @pytest.mark.litert
@@ -173,8 +223,15 @@ def test_conv_int8_per_channel(act) -> None:
     x, w = ints(np.int8, 1, 7, 7, 8, lo=-128, hi=127), ints(np.int8, 16, 3, 3, 8, lo=-127, hi=127)
     b = ints(np.int32, 16, lo=-5000, hi=5000)
     ws = RNG.uniform(0.002, 0.01, 16).astype(np.float32)
-    check("CONV_2D", [In(x, q=(0.05, 3)), In(w, True, (ws, 0)), In(b, True, (ws * 0.05, 0))],
-          (1, 4, 4, 16), np.int8, conv_opts("SAME", 2, act=act), version=3, out_q=(0.2, -5))
+    check(
+        "CONV_2D",
+        [In(x, q=(0.05, 3)), In(w, True, (ws, 0)), In(b, True, (ws * 0.05, 0))],
+        (1, 4, 4, 16),
+        np.int8,
+        conv_opts("SAME", 2, act=act),
+        version=3,
+        out_q=(0.2, -5),
+    )
 
 
 @pytest.mark.litert
@@ -182,8 +239,14 @@ def test_conv_uint8_per_tensor() -> None:
     """CONV_2D uint8: per-tensor weights with a weight zero point."""
     x, w = ints(np.uint8, 1, 6, 6, 3, lo=0, hi=255), ints(np.uint8, 4, 3, 3, 3, lo=0, hi=255)
     b = ints(np.int32, 4, lo=-3000, hi=3000)
-    check("CONV_2D", [In(x, q=(0.03, 128)), In(w, True, (0.01, 120)), In(b, True, (0.0003, 0))],
-          (1, 6, 6, 4), np.uint8, conv_opts(act="RELU6"), out_q=(0.05, 10))
+    check(
+        "CONV_2D",
+        [In(x, q=(0.03, 128)), In(w, True, (0.01, 120)), In(b, True, (0.0003, 0))],
+        (1, 6, 6, 4),
+        np.uint8,
+        conv_opts(act="RELU6"),
+        out_q=(0.05, 10),
+    )
 
 
 @pytest.mark.litert
@@ -196,9 +259,15 @@ def test_conv_16x8(bias_dtype) -> None:
     b = ints(bias_dtype, 5, lo=-50000, hi=50000)
     opts = conv_opts()
     opts["quantized_bias_type"] = 2 if bias_dtype == np.int32 else 0  # TensorType INT32
-    check("CONV_2D", [In(x, q=(0.001, 0)), In(w, True, (ws, 0)), In(b, True, (ws * 0.001, 0))],
-          (1, 6, 6, 5), np.int16, opts, version=8 if bias_dtype == np.int32 else 4,
-          out_q=(0.01, 0))
+    check(
+        "CONV_2D",
+        [In(x, q=(0.001, 0)), In(w, True, (ws, 0)), In(b, True, (ws * 0.001, 0))],
+        (1, 6, 6, 5),
+        np.int16,
+        opts,
+        version=8 if bias_dtype == np.int32 else 4,
+        out_q=(0.01, 0),
+    )
 
 
 @pytest.mark.litert
@@ -207,8 +276,14 @@ def test_conv_hybrid(per_channel) -> None:
     """Hybrid CONV_2D quantizes the input per batch (asymmetric when per-channel)."""
     x, w, b = f32(2, 7, 7, 4), ints(np.int8, 6, 3, 3, 4, lo=-127, hi=127), f32(6)
     ws = RNG.uniform(0.01, 0.02, 6).astype(np.float32) if per_channel else np.float32(0.015)
-    check("CONV_2D", [In(x), In(w, True, (ws, 0)), In(b, True)], (2, 4, 4, 6), np.float32,
-          conv_opts("SAME", 2, act="RELU"), version=5 if per_channel else 2)
+    check(
+        "CONV_2D",
+        [In(x), In(w, True, (ws, 0)), In(b, True)],
+        (2, 4, 4, 6),
+        np.float32,
+        conv_opts("SAME", 2, act="RELU"),
+        version=5 if per_channel else 2,
+    )
 
 
 @pytest.mark.litert
@@ -218,8 +293,14 @@ def test_depthwise_float(mult, dilation, stride) -> None:
     x, w, b = f32(1, 9, 9, 4), f32(1, 3, 3, 4 * mult), f32(4 * mult)
     g = geometry("SAME", (9, 9), (3, 3), (stride, stride), (dilation, dilation))
     opts = conv_opts("SAME", stride, dilation, "RELU6") | {"depth_multiplier": mult}
-    check("DEPTHWISE_CONV_2D", [In(x), In(w, True), In(b, True)], (1, g.out_h, g.out_w, 4 * mult),
-          np.float32, opts, version=2 if dilation > 1 else 1)
+    check(
+        "DEPTHWISE_CONV_2D",
+        [In(x), In(w, True), In(b, True)],
+        (1, g.out_h, g.out_w, 4 * mult),
+        np.float32,
+        opts,
+        version=2 if dilation > 1 else 1,
+    )
 
 
 @pytest.mark.litert
@@ -229,9 +310,15 @@ def test_depthwise_int8() -> None:
     b = ints(np.int32, 6, lo=-2000, hi=2000)
     ws = RNG.uniform(0.005, 0.02, 6).astype(np.float32)
     opts = conv_opts("VALID", 1, act="RELU") | {"depth_multiplier": 1}
-    check("DEPTHWISE_CONV_2D",
-          [In(x, q=(0.04, -7)), In(w, True, (ws, 0), 3), In(b, True, (ws * 0.04, 0))],
-          (1, 6, 6, 6), np.int8, opts, version=3, out_q=(0.08, 4))
+    check(
+        "DEPTHWISE_CONV_2D",
+        [In(x, q=(0.04, -7)), In(w, True, (ws, 0), 3), In(b, True, (ws * 0.04, 0))],
+        (1, 6, 6, 6),
+        np.int8,
+        opts,
+        version=3,
+        out_q=(0.08, 4),
+    )
 
 
 @pytest.mark.litert
@@ -242,9 +329,15 @@ def test_depthwise_16x8() -> None:
     ws = RNG.uniform(0.005, 0.02, 6).astype(np.float32)
     b = ints(np.int64, 6, lo=-90000, hi=90000)
     opts = conv_opts() | {"depth_multiplier": 2}
-    check("DEPTHWISE_CONV_2D",
-          [In(x, q=(0.001, 0)), In(w, True, (ws, 0), 3), In(b, True, (ws * 0.001, 0))],
-          (1, 6, 6, 6), np.int16, opts, version=5, out_q=(0.01, 0))
+    check(
+        "DEPTHWISE_CONV_2D",
+        [In(x, q=(0.001, 0)), In(w, True, (ws, 0), 3), In(b, True, (ws * 0.001, 0))],
+        (1, 6, 6, 6),
+        np.int16,
+        opts,
+        version=5,
+        out_q=(0.01, 0),
+    )
 
 
 @pytest.mark.litert
@@ -253,8 +346,14 @@ def test_depthwise_hybrid() -> None:
     x, w, b = f32(2, 6, 6, 4), ints(np.int8, 1, 3, 3, 4, lo=-127, hi=127), f32(4)
     ws = RNG.uniform(0.01, 0.02, 4).astype(np.float32)
     opts = conv_opts() | {"depth_multiplier": 1}
-    check("DEPTHWISE_CONV_2D", [In(x), In(w, True, (ws, 0), 3), In(b, True)], (2, 6, 6, 4),
-          np.float32, opts, version=6)
+    check(
+        "DEPTHWISE_CONV_2D",
+        [In(x), In(w, True, (ws, 0), 3), In(b, True)],
+        (2, 6, 6, 4),
+        np.float32,
+        opts,
+        version=6,
+    )
 
 
 @pytest.mark.litert
@@ -263,8 +362,14 @@ def test_fc_float(keep) -> None:
     """FULLY_CONNECTED float flattens to rows of K, or keeps the leading dims."""
     x, w, b = f32(2, 3, 8), f32(5, 8), f32(5)
     shape = (2, 3, 5) if keep else (6, 5)
-    check("FULLY_CONNECTED", [In(x), In(w, True), In(b, True)], shape, np.float32,
-          {"fused_activation_function": "RELU", "keep_num_dims": keep}, version=5 if keep else 1)
+    check(
+        "FULLY_CONNECTED",
+        [In(x), In(w, True), In(b, True)],
+        shape,
+        np.float32,
+        {"fused_activation_function": "RELU", "keep_num_dims": keep},
+        version=5 if keep else 1,
+    )
 
 
 @pytest.mark.litert
@@ -274,9 +379,15 @@ def test_fc_int8(per_channel) -> None:
     x, w = ints(np.int8, 4, 32, lo=-128, hi=127), ints(np.int8, 7, 32, lo=-127, hi=127)
     ws = RNG.uniform(0.002, 0.01, 7).astype(np.float32) if per_channel else np.float32(0.006)
     b = ints(np.int32, 7, lo=-5000, hi=5000)
-    check("FULLY_CONNECTED", [In(x, q=(0.05, 2)), In(w, True, (ws, 0)),
-                              In(b, True, (np.float32(0.05) * ws, 0))],
-          (4, 7), np.int8, {"fused_activation_function": "NONE"}, version=4, out_q=(0.1, -3))
+    check(
+        "FULLY_CONNECTED",
+        [In(x, q=(0.05, 2)), In(w, True, (ws, 0)), In(b, True, (np.float32(0.05) * ws, 0))],
+        (4, 7),
+        np.int8,
+        {"fused_activation_function": "NONE"},
+        version=4,
+        out_q=(0.1, -3),
+    )
 
 
 @pytest.mark.litert
@@ -284,9 +395,14 @@ def test_fc_uint8() -> None:
     """FULLY_CONNECTED uint8 with input and weight zero points."""
     x, w = ints(np.uint8, 3, 16, lo=0, hi=255), ints(np.uint8, 5, 16, lo=0, hi=255)
     b = ints(np.int32, 5, lo=-2000, hi=2000)
-    check("FULLY_CONNECTED", [In(x, q=(0.02, 128)), In(w, True, (0.01, 130)),
-                              In(b, True, (0.0002, 0))],
-          (3, 5), np.uint8, {"fused_activation_function": "RELU"}, out_q=(0.03, 0))
+    check(
+        "FULLY_CONNECTED",
+        [In(x, q=(0.02, 128)), In(w, True, (0.01, 130)), In(b, True, (0.0002, 0))],
+        (3, 5),
+        np.uint8,
+        {"fused_activation_function": "RELU"},
+        out_q=(0.03, 0),
+    )
 
 
 @pytest.mark.litert
@@ -294,36 +410,64 @@ def test_fc_16x8() -> None:
     """FULLY_CONNECTED 16x8 with an int64 bias accumulates in int64."""
     x, w = ints(np.int16, 3, 16, lo=-30000, hi=30000), ints(np.int8, 5, 16, lo=-127, hi=127)
     b = ints(np.int64, 5, lo=-90000, hi=90000)
-    check("FULLY_CONNECTED", [In(x, q=(0.001, 0)), In(w, True, (0.01, 0)),
-                              In(b, True, (0.00001, 0))],
-          (3, 5), np.int16, {"fused_activation_function": "NONE"}, version=7, out_q=(0.02, 0))
+    check(
+        "FULLY_CONNECTED",
+        [In(x, q=(0.001, 0)), In(w, True, (0.01, 0)), In(b, True, (0.00001, 0))],
+        (3, 5),
+        np.int16,
+        {"fused_activation_function": "NONE"},
+        version=7,
+        out_q=(0.02, 0),
+    )
 
 
 @pytest.mark.litert
-@pytest.mark.parametrize("asymmetric, per_channel, version", [
-    (False, False, 3), (True, False, 9), (False, True, 12), (True, True, 12),
-])
+@pytest.mark.parametrize(
+    "asymmetric, per_channel, version",
+    [
+        (False, False, 3),
+        (True, False, 9),
+        (False, True, 12),
+        (True, True, 12),
+    ],
+)
 def test_fc_hybrid(asymmetric, per_channel, version) -> None:
     """Hybrid FULLY_CONNECTED quantizes each input row on the fly, as LiteRT does."""
     x, w, b = f32(4, 24) * 3, ints(np.int8, 6, 24, lo=-127, hi=127), f32(6)
     x[1] = 0  # an all-zero row takes the scale-1 shortcut
     ws = RNG.uniform(0.01, 0.02, 6).astype(np.float32) if per_channel else np.float32(0.015)
-    check("FULLY_CONNECTED", [In(x), In(w, True, (ws, 0)), In(b, True)], (4, 6), np.float32,
-          {"fused_activation_function": "NONE", "asymmetric_quantize_inputs": asymmetric},
-          version=version)
+    check(
+        "FULLY_CONNECTED",
+        [In(x), In(w, True, (ws, 0)), In(b, True)],
+        (4, 6),
+        np.float32,
+        {"fused_activation_function": "NONE", "asymmetric_quantize_inputs": asymmetric},
+        version=version,
+    )
 
 
 @pytest.mark.litert
-@pytest.mark.parametrize("padding, stride, out_hw", [
-    ("SAME", 2, (10, 12)), ("VALID", 2, (11, 13)), ("SAME", 1, (5, 6)), ("VALID", 3, (15, 18)),
-])
+@pytest.mark.parametrize(
+    "padding, stride, out_hw",
+    [
+        ("SAME", 2, (10, 12)),
+        ("VALID", 2, (11, 13)),
+        ("SAME", 1, (5, 6)),
+        ("VALID", 3, (15, 18)),
+    ],
+)
 def test_transpose_conv_float(padding, stride, out_hw) -> None:
     """TRANSPOSE_CONV float scatters each input pixel through the filter, then crops."""
     x, w, b = f32(1, 5, 6, 3), f32(4, 3, 3, 3), f32(4)
     out_shape = np.array([1, *out_hw, 4], np.int32)
-    check("TRANSPOSE_CONV", [In(out_shape, True), In(w, True), In(x), In(b, True)],
-          (1, *out_hw, 4), np.float32,
-          {"padding": padding, "stride_h": stride, "stride_w": stride}, version=3)
+    check(
+        "TRANSPOSE_CONV",
+        [In(out_shape, True), In(w, True), In(x), In(b, True)],
+        (1, *out_hw, 4),
+        np.float32,
+        {"padding": padding, "stride_h": stride, "stride_w": stride},
+        version=3,
+    )
 
 
 @pytest.mark.litert
@@ -332,11 +476,20 @@ def test_transpose_conv_int8() -> None:
     x, w = ints(np.int8, 1, 4, 4, 3, lo=-128, hi=127), ints(np.int8, 5, 3, 3, 3, lo=-127, hi=127)
     ws = RNG.uniform(0.005, 0.02, 5).astype(np.float32)
     b = ints(np.int32, 5, lo=-2000, hi=2000)
-    check("TRANSPOSE_CONV",
-          [In(np.array([1, 8, 8, 5], np.int32), True), In(w, True, (ws, 0)), In(x, q=(0.05, 1)),
-           In(b, True, (ws * 0.05, 0))],
-          (1, 8, 8, 5), np.int8, {"padding": "SAME", "stride_h": 2, "stride_w": 2}, version=3,
-          out_q=(0.1, 0))
+    check(
+        "TRANSPOSE_CONV",
+        [
+            In(np.array([1, 8, 8, 5], np.int32), True),
+            In(w, True, (ws, 0)),
+            In(x, q=(0.05, 1)),
+            In(b, True, (ws * 0.05, 0)),
+        ],
+        (1, 8, 8, 5),
+        np.int8,
+        {"padding": "SAME", "stride_h": 2, "stride_w": 2},
+        version=3,
+        out_q=(0.1, 0),
+    )
 
 
 @pytest.mark.litert
@@ -344,10 +497,14 @@ def test_transpose_conv_hybrid() -> None:
     """Hybrid TRANSPOSE_CONV quantizes the input asymmetrically per batch."""
     x, w = f32(2, 4, 4, 3), ints(np.int8, 5, 3, 3, 3, lo=-127, hi=127)
     ws = RNG.uniform(0.005, 0.02, 5).astype(np.float32)
-    check("TRANSPOSE_CONV",
-          [In(np.array([2, 8, 8, 5], np.int32), True), In(w, True, (ws, 0)), In(x),
-           In(f32(5), True)],
-          (2, 8, 8, 5), np.float32, {"padding": "SAME", "stride_h": 2, "stride_w": 2}, version=3)
+    check(
+        "TRANSPOSE_CONV",
+        [In(np.array([2, 8, 8, 5], np.int32), True), In(w, True, (ws, 0)), In(x), In(f32(5), True)],
+        (2, 8, 8, 5),
+        np.float32,
+        {"padding": "SAME", "stride_h": 2, "stride_w": 2},
+        version=3,
+    )
 
 
 @pytest.mark.litert
@@ -356,8 +513,13 @@ def test_batch_matmul_float(adj_x, adj_y) -> None:
     """BATCH_MATMUL float broadcasts batch dims and honours adj_x / adj_y."""
     lhs = f32(2, 1, 4, 6) if not adj_x else f32(2, 1, 6, 4)
     rhs = f32(3, 6, 5) if not adj_y else f32(3, 5, 6)
-    check("BATCH_MATMUL", [In(lhs), In(rhs)], (2, 3, 4, 5), np.float32,
-          {"adj_x": adj_x, "adj_y": adj_y})
+    check(
+        "BATCH_MATMUL",
+        [In(lhs), In(rhs)],
+        (2, 3, 4, 5),
+        np.float32,
+        {"adj_x": adj_x, "adj_y": adj_y},
+    )
 
 
 @pytest.mark.litert
@@ -367,8 +529,15 @@ def test_batch_matmul_quantized(dtype, version) -> None:
     lo, hi = (-128, 127) if dtype == np.int8 else (-3000, 3000)
     zp = 3 if dtype == np.int8 else 0
     lhs, rhs = ints(dtype, 2, 4, 16, lo=lo, hi=hi), ints(dtype, 2, 16, 5, lo=lo, hi=hi)
-    check("BATCH_MATMUL", [In(lhs, q=(0.05, zp)), In(rhs, q=(0.02, -zp))], (2, 4, 5), dtype,
-          {"adj_x": False, "adj_y": False}, version=version, out_q=(0.5, zp))
+    check(
+        "BATCH_MATMUL",
+        [In(lhs, q=(0.05, zp)), In(rhs, q=(0.02, -zp))],
+        (2, 4, 5),
+        dtype,
+        {"adj_x": False, "adj_y": False},
+        version=version,
+        out_q=(0.5, zp),
+    )
 
 
 @pytest.mark.litert
@@ -376,26 +545,41 @@ def test_batch_matmul_quantized(dtype, version) -> None:
 def test_batch_matmul_hybrid(asymmetric) -> None:
     """Hybrid BATCH_MATMUL quantizes each lhs row on the fly against constant int8 rhs."""
     lhs, rhs = f32(2, 4, 16), ints(np.int8, 16, 5, lo=-127, hi=127)
-    check("BATCH_MATMUL", [In(lhs), In(rhs, True, (0.02, 0))], (2, 4, 5), np.float32,
-          {"adj_x": False, "adj_y": False, "asymmetric_quantize_inputs": asymmetric},
-          version=4 if asymmetric else 1)
+    check(
+        "BATCH_MATMUL",
+        [In(lhs), In(rhs, True, (0.02, 0))],
+        (2, 4, 5),
+        np.float32,
+        {"adj_x": False, "adj_y": False, "asymmetric_quantize_inputs": asymmetric},
+        version=4 if asymmetric else 1,
+    )
 
 
 def pool_opts(padding, size, stride, act="NONE") -> dict:
-    return {"padding": padding, "filter_height": size, "filter_width": size, "stride_h": stride,
-            "stride_w": stride, "fused_activation_function": act}
+    return {
+        "padding": padding,
+        "filter_height": size,
+        "filter_width": size,
+        "stride_h": stride,
+        "stride_w": stride,
+        "fused_activation_function": act,
+    }
 
 
 @pytest.mark.litert
 @pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D"])
-@pytest.mark.parametrize("padding, size, stride", [("SAME", 3, 2), ("VALID", 2, 2),
-                                                   ("SAME", 3, 1)])
+@pytest.mark.parametrize("padding, size, stride", [("SAME", 3, 2), ("VALID", 2, 2), ("SAME", 3, 1)])
 def test_pool_float(op, padding, size, stride) -> None:
     """Float pooling reduces over the in-bounds taps of each window only."""
     x = f32(2, 7, 8, 3)
     g = geometry(padding, (7, 8), (size, size), (stride, stride))
-    check(op, [In(x)], (2, g.out_h, g.out_w, 3), np.float32,
-          pool_opts(padding, size, stride, "RELU6" if op != "L2_POOL_2D" else "NONE"))
+    check(
+        op,
+        [In(x)],
+        (2, g.out_h, g.out_w, 3),
+        np.float32,
+        pool_opts(padding, size, stride, "RELU6" if op != "L2_POOL_2D" else "NONE"),
+    )
 
 
 @pytest.mark.litert
@@ -408,5 +592,12 @@ def test_pool_quantized(op, dtype) -> None:
     zp = 0 if dtype == np.int16 else (5 if dtype == np.int8 else 128)
     q = (0.05, zp)
     version = 3 if dtype == np.int16 else (2 if dtype == np.int8 else 1)
-    check(op, [In(x, q=q)], (1, 4, 4, 4), dtype, pool_opts("SAME", 3, 2, "RELU"),
-          version=version, out_q=q)
+    check(
+        op,
+        [In(x, q=q)],
+        (1, 4, 4, 4),
+        dtype,
+        pool_opts("SAME", 3, 2, "RELU"),
+        version=version,
+        out_q=q,
+    )

@@ -7,7 +7,7 @@ arithmetic on every invoke. The interpreter wraps any failure with the node's de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -37,8 +37,11 @@ class OpKernel:
     op: ClassVar[str] = ""
     max_version: ClassVar[int] = 1
 
-    def __init__(self, node: Node, subgraph: Subgraph) -> None:
+    def __init__(
+        self, node: Node, subgraph: Subgraph, folded: Mapping[int, np.ndarray] | None = None
+    ) -> None:
         self.node = node
+        self._folded = folded if folded is not None else {}
         self.subgraph = subgraph
         tensors = subgraph.tensors
         self.inputs: list[Tensor | None] = [tensors[i] if i >= 0 else None for i in node.inputs]
@@ -47,10 +50,16 @@ class OpKernel:
         self.setup()
 
     def constant(self, position: int) -> np.ndarray | None:
-        """The value of input ``position`` if it is a constant tensor, else None."""
+        """The value of input ``position`` if it is constant, else None.
+
+        Constant means a constant tensor of the model, or the output of a node the interpreter
+        folded at planning time (DEQUANTIZE / DENSIFY of a constant, as LiteRT runs them once).
+        """
         if position >= len(self.inputs):
             return None
         tensor = self.inputs[position]
+        if tensor is not None and tensor.index in self._folded:
+            return self._folded[tensor.index]
         if tensor is None or not tensor.is_constant or tensor.sparsity is not None:
             return None
         return tensor.constant_value()

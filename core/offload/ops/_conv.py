@@ -94,8 +94,9 @@ def pad_spatial(x: np.ndarray, g: Geometry, value: float = 0) -> np.ndarray:
     if not (g.pad_top or g.pad_bottom or g.pad_left or g.pad_right):
         return x
     n, h, w, c = x.shape
-    out = np.full((n, h + g.pad_top + g.pad_bottom, w + g.pad_left + g.pad_right, c), value,
-                  dtype=x.dtype)
+    out = np.full(
+        (n, h + g.pad_top + g.pad_bottom, w + g.pad_left + g.pad_right, c), value, dtype=x.dtype
+    )
     out[:, g.pad_top : g.pad_top + h, g.pad_left : g.pad_left + w] = x
     return out
 
@@ -244,15 +245,12 @@ def finish_quantized(
     if output.quantization is None:
         lo, hi = dtype_range(output.dtype)
     else:
-        lo, hi = activation_range_quantized(activation or "NONE", output.quantization,
-                                            output.dtype)
+        lo, hi = activation_range_quantized(activation or "NONE", output.quantization, output.dtype)
     scaled = _REQUANTIZE[rounding](acc, multiplier, shift)
     return np.clip(scaled + zero_point, lo, hi).astype(output.dtype)
 
 
-def quantize_rows(
-    x: np.ndarray, asymmetric: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """TFLite's BatchQuantizeFloats on a (rows, n) float32 array: each row to int8 with its own
     scale, symmetric in [-127, 127] or asymmetric in [-128, 127] with a zero point.
 

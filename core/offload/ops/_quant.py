@@ -53,7 +53,8 @@ def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
 
 def quantize_multipliers(real_multipliers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel version of :func:`quantize_multiplier`: (int64 multipliers, int64 shifts)."""
-    pairs = [quantize_multiplier(float(m)) for m in np.asarray(real_multipliers, np.float64).ravel()]
+    flat = np.asarray(real_multipliers, np.float64).ravel()
+    pairs = [quantize_multiplier(float(m)) for m in flat]
     qm = np.array([p[0] for p in pairs], np.int64)
     shift = np.array([p[1] for p in pairs], np.int64)
     return qm, shift

@@ -106,8 +106,7 @@ class Conv2D(OpKernel):
         g = geometry(self.padding, (h, wd), self.kernel_hw, self.stride, self.dilation)
         shape = (n, g.out_h, g.out_w, w.shape[0] * w.shape[2])
         if self.kind == "float":
-            cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride,
-                          self.dilation)
+            cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride, self.dilation)
             out = self._gemm(cols, w)
             if bias is not None:
                 out += bias
@@ -119,8 +118,9 @@ class Conv2D(OpKernel):
         acc = acc.astype(np.int64)
         if bias is not None:
             acc += bias.astype(np.int64)
-        out = finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
-                               self.rounding)
+        out = finish_quantized(
+            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
+        )
         return out.reshape(shape)
 
     def _run_hybrid(self, x, w, bias, g, shape) -> np.ndarray:

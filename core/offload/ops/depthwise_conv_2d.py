@@ -71,8 +71,11 @@ class DepthwiseConv2D(OpKernel):
         tmp = np.empty_like(acc)
         for ky in range(self.kernel_hw[0]):
             for kx in range(self.kernel_hw[1]):
-                tap = x[:, ky * dh : ky * dh + (g.out_h - 1) * sh + 1 : sh,
-                        kx * dw : kx * dw + (g.out_w - 1) * sw + 1 : sw]
+                tap = x[
+                    :,
+                    ky * dh : ky * dh + (g.out_h - 1) * sh + 1 : sh,
+                    kx * dw : kx * dw + (g.out_w - 1) * sw + 1 : sw,
+                ]
                 np.multiply(tap, w[ky, kx], out=tmp)
                 acc += tmp
 
@@ -104,5 +107,6 @@ class DepthwiseConv2D(OpKernel):
             return apply_fused_activation(out, self.activation)
         if bias is not None:
             acc += bias.astype(np.int64)
-        return finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
-                                self.rounding)
+        return finish_quantized(
+            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
+        )

@@ -67,8 +67,9 @@ class FullyConnected(OpKernel):
             wide = bias_is_wide(bias, opts.get("quantized_bias_type", 0))
             if x.dtype == np.int16 and (wide or self.x_zp or scalar_quant(out)[1]):
                 self.rounding = "real"
-                self.mult = real_multipliers(in_scale, f.quantization, scalar_quant(out)[0],
-                                             self.units)
+                self.mult = real_multipliers(
+                    in_scale, f.quantization, scalar_quant(out)[0], self.units
+                )
 
     def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
         """(O, K) -> contiguous (K, O): float32, or float64 without its zero point."""
@@ -98,8 +99,9 @@ class FullyConnected(OpKernel):
         acc = np.rint((rows.astype(np.float64) - self.x_zp) @ w).astype(np.int64)
         if bias is not None:
             acc += bias.astype(np.int64)
-        out = finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
-                               self.rounding)
+        out = finish_quantized(
+            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
+        )
         return out.reshape(shape)
 
     def _run_hybrid(self, rows: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:

@@ -71,9 +71,9 @@ class TransposeConv(OpKernel):
         buf = np.zeros((n, full_h, full_w, o), cols.dtype)
         for ky in range(kh):
             for kx in range(kw):
-                buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (w - 1) * sw + 1 : sw] += (
-                    cols[:, :, :, ky, kx]
-                )
+                buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (w - 1) * sw + 1 : sw] += cols[
+                    :, :, :, ky, kx
+                ]
         return buf[:, g.pad_top : g.pad_top + out_hw[0], g.pad_left : g.pad_left + out_hw[1]]
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
@@ -103,5 +103,6 @@ class TransposeConv(OpKernel):
             return apply_fused_activation(out, self.activation)
         if bias is not None:
             acc = acc + bias.astype(np.int64)
-        return finish_quantized(acc, self.mult, self.shift, self.outputs[0], self.activation,
-                                self.rounding)
+        return finish_quantized(
+            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
+        )

@@ -17,5 +17,12 @@ from offload.testing._cases import CASES, OpCase, build_case
 from offload.testing._pytest_plugin import conformance_test
 from offload.testing._runner import CaseResult, run_case, run_conformance
 
-__all__ = ["CASES", "CaseResult", "OpCase", "build_case", "conformance_test", "run_case",
-           "run_conformance"]
+__all__ = [
+    "CASES",
+    "CaseResult",
+    "OpCase",
+    "build_case",
+    "conformance_test",
+    "run_case",
+    "run_conformance",
+]

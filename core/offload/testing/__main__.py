@@ -28,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for r in results:
             print(f"{r.status:12} {r.case:28} {r.op:18} {r.dtype:8} {r.detail}")
-        counts = {s: sum(r.status == s for r in results) for s in
-                  ("pass", "fail", "error", "not-claimed", "excluded")}
+        counts = {
+            s: sum(r.status == s for r in results)
+            for s in ("pass", "fail", "error", "not-claimed", "excluded")
+        }
         print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return 1 if any(r.status in ("fail", "error") for r in results) else 0
 

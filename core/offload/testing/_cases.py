@@ -50,6 +50,7 @@ def _q8w(*shape: int, axis: int = 0) -> Callable[[np.random.Generator], tuple[np
         values = rng.integers(-127, 128, size=shape).astype(np.int8)
         scales = (rng.random(shape[axis]) * 0.01 + 0.005).astype(np.float32)
         return values, (scales, np.zeros(shape[axis], np.int64), axis)
+
     return make
 
 
@@ -64,8 +65,14 @@ Q_OUT: Quant = (0.1, 2)
 
 CASES: tuple[OpCase, ...] = (
     OpCase("add", "ADD", F, [(IMG, None), (IMG, None)], (IMG, None)),
-    OpCase("add_relu6_broadcast", "ADD", F, [(IMG, None), ((1, 1, 1, 4), None)], (IMG, None),
-           options={"fused_activation_function": "RELU6"}),
+    OpCase(
+        "add_relu6_broadcast",
+        "ADD",
+        F,
+        [(IMG, None), ((1, 1, 1, 4), None)],
+        (IMG, None),
+        options={"fused_activation_function": "RELU6"},
+    ),
     OpCase("sub", "SUB", F, [(IMG, None), (IMG, None)], (IMG, None)),
     OpCase("mul_channel_broadcast", "MUL", F, [(IMG, None)], (IMG, None), constants=[_w(4)]),
     OpCase("maximum", "MAXIMUM", F, [(IMG, None), (IMG, None)], (IMG, None)),
@@ -78,54 +85,186 @@ CASES: tuple[OpCase, ...] = (
     OpCase("hard_swish", "HARD_SWISH", F, [(IMG, None)], (IMG, None)),
     OpCase("prelu", "PRELU", F, [(IMG, None)], (IMG, None), constants=[_w(1, 1, 4)]),
     OpCase("softmax", "SOFTMAX", F, [((1, 10), None)], ((1, 10), None), options={"beta": 1.0}),
-    OpCase("conv_same_relu", "CONV_2D", F, [(IMG, None)], ((1, 8, 8, 6), None),
-           constants=[_w(6, 3, 3, 4), _w(6)],
-           options={"padding": "SAME", "stride_w": 1, "stride_h": 1,
-                    "fused_activation_function": "RELU"}),
-    OpCase("conv_valid_stride2", "CONV_2D", F, [(IMG, None)], ((1, 3, 3, 5), None),
-           constants=[_w(5, 3, 3, 4), _w(5)],
-           options={"padding": "VALID", "stride_w": 2, "stride_h": 2}),
-    OpCase("conv_dilated", "CONV_2D", F, [(IMG, None)], ((1, 8, 8, 2), None),
-           constants=[_w(2, 3, 3, 4), _w(2)],
-           options={"padding": "SAME", "stride_w": 1, "stride_h": 1,
-                    "dilation_w_factor": 2, "dilation_h_factor": 2}),
-    OpCase("depthwise_same", "DEPTHWISE_CONV_2D", F, [(IMG, None)], (IMG, None),
-           constants=[_w(1, 3, 3, 4), _w(4)],
-           options={"padding": "SAME", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1}),
-    OpCase("depthwise_stride2_relu6", "DEPTHWISE_CONV_2D", F, [(IMG, None)], ((1, 4, 4, 4), None),
-           constants=[_w(1, 3, 3, 4), _w(4)],
-           options={"padding": "SAME", "stride_w": 2, "stride_h": 2, "depth_multiplier": 1,
-                    "fused_activation_function": "RELU6"}),
-    OpCase("fully_connected", "FULLY_CONNECTED", F, [((1, 16), None)], ((1, 8), None),
-           constants=[_w(8, 16), _w(8)]),
-    OpCase("transpose_conv", "TRANSPOSE_CONV", F, [(IMG, None)], ((1, 16, 16, 3), None),
-           constants=[_i32([1, 16, 16, 3]), _w(3, 3, 3, 4)],
-           options={"padding": "SAME", "stride_w": 2, "stride_h": 2}, version=1),
-    OpCase("average_pool", "AVERAGE_POOL_2D", F, [(IMG, None)], ((1, 4, 4, 4), None),
-           options={"padding": "VALID", "stride_w": 2, "stride_h": 2,
-                    "filter_width": 2, "filter_height": 2}),
-    OpCase("max_pool_same", "MAX_POOL_2D", F, [(IMG, None)], ((1, 4, 4, 4), None),
-           options={"padding": "SAME", "stride_w": 2, "stride_h": 2,
-                    "filter_width": 3, "filter_height": 3}),
-    OpCase("concatenation_channels", "CONCATENATION", F, [(IMG, None), ((1, 8, 8, 2), None)],
-           ((1, 8, 8, 6), None), options={"axis": 3}),
+    OpCase(
+        "conv_same_relu",
+        "CONV_2D",
+        F,
+        [(IMG, None)],
+        ((1, 8, 8, 6), None),
+        constants=[_w(6, 3, 3, 4), _w(6)],
+        options={
+            "padding": "SAME",
+            "stride_w": 1,
+            "stride_h": 1,
+            "fused_activation_function": "RELU",
+        },
+    ),
+    OpCase(
+        "conv_valid_stride2",
+        "CONV_2D",
+        F,
+        [(IMG, None)],
+        ((1, 3, 3, 5), None),
+        constants=[_w(5, 3, 3, 4), _w(5)],
+        options={"padding": "VALID", "stride_w": 2, "stride_h": 2},
+    ),
+    OpCase(
+        "conv_dilated",
+        "CONV_2D",
+        F,
+        [(IMG, None)],
+        ((1, 8, 8, 2), None),
+        constants=[_w(2, 3, 3, 4), _w(2)],
+        options={
+            "padding": "SAME",
+            "stride_w": 1,
+            "stride_h": 1,
+            "dilation_w_factor": 2,
+            "dilation_h_factor": 2,
+        },
+    ),
+    OpCase(
+        "depthwise_same",
+        "DEPTHWISE_CONV_2D",
+        F,
+        [(IMG, None)],
+        (IMG, None),
+        constants=[_w(1, 3, 3, 4), _w(4)],
+        options={"padding": "SAME", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1},
+    ),
+    OpCase(
+        "depthwise_stride2_relu6",
+        "DEPTHWISE_CONV_2D",
+        F,
+        [(IMG, None)],
+        ((1, 4, 4, 4), None),
+        constants=[_w(1, 3, 3, 4), _w(4)],
+        options={
+            "padding": "SAME",
+            "stride_w": 2,
+            "stride_h": 2,
+            "depth_multiplier": 1,
+            "fused_activation_function": "RELU6",
+        },
+    ),
+    OpCase(
+        "fully_connected",
+        "FULLY_CONNECTED",
+        F,
+        [((1, 16), None)],
+        ((1, 8), None),
+        constants=[_w(8, 16), _w(8)],
+    ),
+    OpCase(
+        "transpose_conv",
+        "TRANSPOSE_CONV",
+        F,
+        [(IMG, None)],
+        ((1, 16, 16, 3), None),
+        constants=[_i32([1, 16, 16, 3]), _w(3, 3, 3, 4)],
+        options={"padding": "SAME", "stride_w": 2, "stride_h": 2},
+        version=1,
+    ),
+    OpCase(
+        "average_pool",
+        "AVERAGE_POOL_2D",
+        F,
+        [(IMG, None)],
+        ((1, 4, 4, 4), None),
+        options={
+            "padding": "VALID",
+            "stride_w": 2,
+            "stride_h": 2,
+            "filter_width": 2,
+            "filter_height": 2,
+        },
+    ),
+    OpCase(
+        "max_pool_same",
+        "MAX_POOL_2D",
+        F,
+        [(IMG, None)],
+        ((1, 4, 4, 4), None),
+        options={
+            "padding": "SAME",
+            "stride_w": 2,
+            "stride_h": 2,
+            "filter_width": 3,
+            "filter_height": 3,
+        },
+    ),
+    OpCase(
+        "concatenation_channels",
+        "CONCATENATION",
+        F,
+        [(IMG, None), ((1, 8, 8, 2), None)],
+        ((1, 8, 8, 6), None),
+        options={"axis": 3},
+    ),
     OpCase("reshape", "RESHAPE", F, [(IMG, None)], ((1, 256), None), constants=[_i32([1, 256])]),
-    OpCase("pad_hw", "PAD", F, [(IMG, None)], ((1, 10, 12, 4), None),
-           constants=[lambda rng: np.array([[0, 0], [1, 1], [2, 2], [0, 0]], np.int32)]),
-    OpCase("mean_hw", "MEAN", F, [(IMG, None)], ((1, 1, 1, 4), None),
-           constants=[_i32([1, 2])], options={"keep_dims": True}),
-    OpCase("resize_bilinear", "RESIZE_BILINEAR", F, [(IMG, None)], ((1, 16, 16, 4), None),
-           constants=[_i32([16, 16])]),
-    OpCase("strided_slice", "STRIDED_SLICE", F, [(IMG, None)], ((1, 4, 4, 4), None),
-           constants=[_i32([0, 0, 0, 0]), _i32([1, 8, 8, 4]), _i32([1, 2, 2, 1])]),
-    OpCase("dequantize_fp16", "DEQUANTIZE", F, [], ((4, 4), None),
-           constants=[lambda rng: rng.standard_normal((4, 4)).astype(np.float16)]),
+    OpCase(
+        "pad_hw",
+        "PAD",
+        F,
+        [(IMG, None)],
+        ((1, 10, 12, 4), None),
+        constants=[lambda rng: np.array([[0, 0], [1, 1], [2, 2], [0, 0]], np.int32)],
+    ),
+    OpCase(
+        "mean_hw",
+        "MEAN",
+        F,
+        [(IMG, None)],
+        ((1, 1, 1, 4), None),
+        constants=[_i32([1, 2])],
+        options={"keep_dims": True},
+    ),
+    OpCase(
+        "resize_bilinear",
+        "RESIZE_BILINEAR",
+        F,
+        [(IMG, None)],
+        ((1, 16, 16, 4), None),
+        constants=[_i32([16, 16])],
+    ),
+    OpCase(
+        "strided_slice",
+        "STRIDED_SLICE",
+        F,
+        [(IMG, None)],
+        ((1, 4, 4, 4), None),
+        constants=[_i32([0, 0, 0, 0]), _i32([1, 8, 8, 4]), _i32([1, 2, 2, 1])],
+    ),
+    OpCase(
+        "dequantize_fp16",
+        "DEQUANTIZE",
+        F,
+        [],
+        ((4, 4), None),
+        constants=[lambda rng: rng.standard_normal((4, 4)).astype(np.float16)],
+    ),
     OpCase("add_int8", "ADD", "int8", [(IMG, Q_IN), (IMG, Q_IN)], (IMG, Q_OUT), version=2),
-    OpCase("conv_int8_per_channel", "CONV_2D", "int8", [(IMG, Q_IN)], ((1, 8, 8, 3), Q_OUT),
-           constants=[_q8w(3, 3, 3, 4), _bias32(3, 0.0005)],
-           options={"padding": "SAME", "stride_w": 1, "stride_h": 1}, version=3, atol=1.0),
-    OpCase("fully_connected_int8", "FULLY_CONNECTED", "int8", [((1, 16), Q_IN)], ((1, 4), Q_OUT),
-           constants=[_q8w(4, 16), _bias32(4, 0.0005)], version=4, atol=1.0),
+    OpCase(
+        "conv_int8_per_channel",
+        "CONV_2D",
+        "int8",
+        [(IMG, Q_IN)],
+        ((1, 8, 8, 3), Q_OUT),
+        constants=[_q8w(3, 3, 3, 4), _bias32(3, 0.0005)],
+        options={"padding": "SAME", "stride_w": 1, "stride_h": 1},
+        version=3,
+        atol=1.0,
+    ),
+    OpCase(
+        "fully_connected_int8",
+        "FULLY_CONNECTED",
+        "int8",
+        [((1, 16), Q_IN)],
+        ((1, 4), Q_OUT),
+        constants=[_q8w(4, 16), _bias32(4, 0.0005)],
+        version=4,
+        atol=1.0,
+    ),
 )
 
 
@@ -150,13 +289,17 @@ def build_case(case: OpCase, seed: int = 0) -> tuple[bytes, list[np.ndarray]]:
         made = make(rng)
         if isinstance(made, tuple):
             values, (scale, zero_point, axis) = made
-            tensors.append(b.add_constant(f"c{k}", values, quantization=(scale, zero_point),
-                                          quantized_dimension=axis))
+            tensors.append(
+                b.add_constant(
+                    f"c{k}", values, quantization=(scale, zero_point), quantized_dimension=axis
+                )
+            )
         else:
             tensors.append(b.add_constant(f"c{k}", made))
     out_shape, out_quant = case.output
     out = b.add_tensor("out", shape=out_shape, dtype=dtype, quantization=out_quant)
-    b.add_operator(case.op, inputs=tensors, outputs=[out], options=dict(case.options),
-                   version=case.version)
+    b.add_operator(
+        case.op, inputs=tensors, outputs=[out], options=dict(case.options), version=case.version
+    )
     b.add_output(out)
     return b.build(), arrays

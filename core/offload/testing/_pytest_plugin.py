@@ -17,8 +17,9 @@ _OPTION = "--offload-delegate"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(_OPTION, default=None,
-                     help="offload delegate to run conformance_test() cases against")
+    parser.addoption(
+        _OPTION, default=None, help="offload delegate to run conformance_test() cases against"
+    )
 
 
 def conformance_test(

@@ -37,8 +37,9 @@ def _run(content: bytes, arrays: list[np.ndarray], delegate: Delegate | None) ->
     return [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
 
 
-def run_case(case: OpCase, delegate: Delegate, exclusions: Mapping[str, str] | None = None,
-             seed: int = 0) -> CaseResult:
+def run_case(
+    case: OpCase, delegate: Delegate, exclusions: Mapping[str, str] | None = None, seed: int = 0
+) -> CaseResult:
     """Run one case on ``delegate`` and compare with the CPU reference."""
     exclusions = exclusions or {}
     if case.name in exclusions:
@@ -58,22 +59,32 @@ def run_case(case: OpCase, delegate: Delegate, exclusions: Mapping[str, str] | N
         return CaseResult(case.name, case.op, case.dtype, "error", f"{type(exc).__name__}: {exc}")
     for k, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape or g.dtype != w.dtype:
-            return CaseResult(case.name, case.op, case.dtype, "fail",
-                              f"output {k}: got {g.dtype}{list(g.shape)}, "
-                              f"reference {w.dtype}{list(w.shape)}")
+            return CaseResult(
+                case.name,
+                case.op,
+                case.dtype,
+                "fail",
+                f"output {k}: got {g.dtype}{list(g.shape)}, reference {w.dtype}{list(w.shape)}",
+            )
         diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
         limit = case.atol + case.rtol * np.abs(w.astype(np.float64))
         if np.any(diff > limit):
             worst = int(np.argmax(diff - limit))
-            return CaseResult(case.name, case.op, case.dtype, "fail",
-                              f"output {k}: max |diff| {diff.max():.3g} at flat index {worst} "
-                              f"(got {g.ravel()[worst]}, reference {w.ravel()[worst]}; "
-                              f"atol {case.atol}, rtol {case.rtol})")
+            return CaseResult(
+                case.name,
+                case.op,
+                case.dtype,
+                "fail",
+                f"output {k}: max |diff| {diff.max():.3g} at flat index {worst} "
+                f"(got {g.ravel()[worst]}, reference {w.ravel()[worst]}; "
+                f"atol {case.atol}, rtol {case.rtol})",
+            )
     return CaseResult(case.name, case.op, case.dtype, "pass")
 
 
-def run_conformance(delegate: Delegate, exclusions: Mapping[str, str] | None = None,
-                    cases: Iterable[OpCase] = CASES) -> list[CaseResult]:
+def run_conformance(
+    delegate: Delegate, exclusions: Mapping[str, str] | None = None, cases: Iterable[OpCase] = CASES
+) -> list[CaseResult]:
     """Every case, in order; a case the delegate does not claim is reported, not failed."""
     return [run_case(case, delegate, exclusions) for case in cases]
 

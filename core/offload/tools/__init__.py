@@ -1,0 +1,5 @@
+"""The ``offload`` command line's sub-commands (private; the entry point is :mod:`offload._cli`).
+
+One module per command: ``_delegates``, ``_check`` (with ``_graph_draw``), ``_benchmark``,
+``_diff``, ``_classify``; shared helpers in ``_common``.
+"""

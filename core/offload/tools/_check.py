@@ -1,0 +1,258 @@
+"""``offload check MODEL``: model type, op histogram, the partition plan and why nodes fell back.
+
+The plan is data: it is computed without running anything, so a delegate that is installed
+but unavailable here is still planned (with default options plus any given) and shown as
+unavailable with its reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from offload._auto import choose_delegates
+from offload._graph import Model
+from offload._loader import load_model
+from offload._plan import Plan, make_plan
+from offload.errors import OffloadError
+from offload.ops import kernel_class
+from offload.tools._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    DelegateChoice,
+    UsageError,
+    add_delegate_args,
+    add_json_arg,
+    build_delegates,
+    format_table,
+    print_json,
+    requested_delegates,
+)
+from offload.tools._graph_draw import _ranges, plan_html, plan_svg
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "check",
+        help="show the model type, op histogram, partition plan and fallback reasons",
+        description="Plan MODEL for the given delegates without running it: per delegate the "
+        "nodes, partitions, boundary tensors and bytes copied per invoke; for every op left "
+        "on the CPU, each delegate's reason.",
+    )
+    p.add_argument("model", help="path to a .tflite model")
+    add_delegate_args(p)
+    add_json_arg(p)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--html", metavar="FILE", help="write an HTML report with the graph drawn")
+    out.add_argument("--svg", metavar="FILE", help="write the graph, coloured by delegate, as SVG")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 if any node is left on the CPU while delegates were asked for, or if the "
+        "CPU reference has no kernel for a node it must run",
+    )
+    p.set_defaults(func=run)
+
+
+def _choices(args: argparse.Namespace, model: Model) -> tuple[list[DelegateChoice], Any]:
+    pairs = requested_delegates(args)
+    if [n for n, _ in pairs] == ["auto"]:
+        picked, summary = choose_delegates(model)
+        return [DelegateChoice(d.name, d, True) for d in picked], summary
+    if any(n == "auto" for n, _ in pairs):
+        raise UsageError("--delegate auto cannot be combined with other delegates")
+    return build_delegates(pairs, allow_unavailable=True), None
+
+
+def _missing_cpu_kernels(model: Model, plan: Plan) -> dict[str, str]:
+    missing: dict[str, str] = {}
+    for n in plan.cpu_nodes():
+        node = model.main.nodes[n]
+        key = node.custom_code if node.is_custom else node.op
+        if key in missing:
+            continue
+        try:
+            kernel_class(node)
+        except OffloadError as exc:
+            missing[key] = str(exc)
+    return missing
+
+
+def collect(
+    path: str, model: Model, choices: list[DelegateChoice], auto: Any = None
+) -> tuple[dict[str, Any], Plan]:
+    """The check report (what ``--json`` prints) and the plan it describes."""
+    plan = make_plan(model, model.main, [c.delegate for c in choices])
+    raw = plan.to_dict()
+    delegates: dict[str, Any] = {}
+    partitions: list[dict[str, Any]] = []
+    for choice, name in zip(choices, plan.delegates):
+        entry = raw["delegates"][name]
+        boundary = {t for p in entry["partitions"] for t in (*p["inputs"], *p["outputs"])}
+        delegates[name] = {
+            "delegate": choice.delegate.name,
+            "version": choice.delegate.version,
+            "available": choice.available,
+            "reason": choice.reason,
+            "options": choice.delegate.options.model_dump(exclude_defaults=True),
+            "nodes": entry["nodes"],
+            "partitions": entry["partitions"],
+            "boundary_tensors": len(boundary),
+            "bytes_copied_per_invoke": sum(
+                p["bytes_copied_per_invoke"] for p in entry["partitions"]
+            ),
+            "rejected_model": entry["rejected_model"],
+        }
+        partitions += [{**p, "delegate": name} for p in entry["partitions"]]
+    partitions.sort(key=lambda p: p["index"])
+    fallback = []
+    for op, entry in plan.fallback_summary().items():
+        nodes = [
+            n
+            for n in plan.cpu_nodes()
+            if (model.main.nodes[n].custom_code or model.main.nodes[n].op) == op
+        ]
+        fallback.append(
+            {
+                "op": op,
+                "count": entry["count"],
+                "nodes": nodes,
+                "reasons": [
+                    {"delegate": d, "reason": r, "nodes": ns}
+                    for d, by in entry["reasons"].items()
+                    for r, ns in by.items()
+                ],
+            }
+        )
+    main = model.main
+    report: dict[str, Any] = {
+        "model": {
+            "path": path,
+            "size_bytes": os.path.getsize(path) if os.path.exists(path) else None,
+            "model_type": model.model_type,
+            "model_type_reason": model.model_type_reason,
+            "subgraphs": len(model.subgraphs),
+            "nodes": len(main.nodes),
+            "tensors": len(main.tensors),
+        },
+        "op_histogram": model.op_histogram(),
+        "plan": {
+            "delegates": delegates,
+            "cpu": {"nodes": raw["cpu"]["nodes"]},
+            "partitions": partitions,
+            "steps": raw["steps"],
+        },
+        "fallback": fallback,
+        "cpu_missing_kernels": _missing_cpu_kernels(model, plan),
+    }
+    if auto is not None:
+        report["auto"] = auto
+    return report, plan
+
+
+def print_text(report: dict[str, Any]) -> None:
+    m = report["model"]
+    print(f"Model: {m['path']}")
+    print(f"  type: {m['model_type']} (decided by {m['model_type_reason']})")
+    print(f"  subgraphs: {m['subgraphs']}, nodes: {m['nodes']}, tensors: {m['tensors']}")
+    print("\nOp histogram")
+    print(format_table(["op", "count"], report["op_histogram"].items(), "  "))
+    delegates = report["plan"]["delegates"]
+    order = ", ".join(delegates) or "none (everything runs on the CPU reference)"
+    print(f"\nPartition plan (delegates in priority order: {order})")
+    rows = [
+        [
+            name,
+            "yes" if d["available"] else "NO",
+            len(d["nodes"]),
+            len(d["partitions"]),
+            d["boundary_tensors"],
+            d["bytes_copied_per_invoke"],
+        ]
+        for name, d in delegates.items()
+    ]
+    rows.append(["cpu", "yes", len(report["plan"]["cpu"]["nodes"]), "", "", ""])
+    print(
+        format_table(
+            [
+                "delegate",
+                "available",
+                "nodes",
+                "partitions",
+                "boundary tensors",
+                "bytes copied/invoke",
+            ],
+            rows,
+            "  ",
+        )
+    )
+    for name, d in delegates.items():
+        if not d["available"]:
+            print(
+                f"  {name} is installed but unavailable here: {d['reason']} "
+                "(planned anyway; at run time these nodes would run on the CPU)"
+            )
+        if d["rejected_model"]:
+            print(f"  {name} rejects the whole model: {d['rejected_model']}")
+    if report["plan"]["partitions"]:
+        print("\nPartitions")
+        rows = [
+            [
+                f"#{p['index']}",
+                p["delegate"],
+                _ranges(p["nodes"]),
+                len(p["inputs"]),
+                len(p["outputs"]),
+                p["bytes_copied_per_invoke"],
+            ]
+            for p in report["plan"]["partitions"]
+        ]
+        print(
+            format_table(
+                ["partition", "delegate", "nodes", "inputs", "outputs", "bytes copied"], rows, "  "
+            )
+        )
+    if report["fallback"] and delegates:
+        print("\nLeft on the CPU (per op)")
+        for f in report["fallback"]:
+            print(f"  {f['op']} x{f['count']} (nodes {_ranges(f['nodes'])})")
+            for r in f["reasons"]:
+                print(
+                    f"    {r['delegate']}: cannot handle {len(r['nodes'])} node(s) "
+                    f"[{_ranges(r['nodes'])}]: {r['reason']}"
+                )
+    if report["cpu_missing_kernels"]:
+        print("\nThe CPU reference has no kernel for")
+        for op, reason in report["cpu_missing_kernels"].items():
+            print(f"  {op}: {reason}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if not Path(args.model).is_file():
+        raise UsageError(f"model {args.model!r}: no such file")
+    model = load_model(model_path=args.model)
+    choices, auto = _choices(args, model)
+    report, plan = collect(args.model, model, choices, auto)
+    unavailable = {
+        n: d["reason"] for n, d in report["plan"]["delegates"].items() if not d["available"]
+    }
+    if args.html:
+        Path(args.html).write_text(plan_html(report, plan, unavailable), encoding="utf-8")
+        report["html"] = args.html
+    if args.svg:
+        Path(args.svg).write_text(plan_svg(plan, unavailable), encoding="utf-8")
+        report["svg"] = args.svg
+    if args.json:
+        print_json(report)
+    else:
+        print_text(report)
+        for kind in ("html", "svg"):
+            if kind in report:
+                print(f"\nwrote {report[kind]}")
+    if args.strict and (
+        (choices and report["plan"]["cpu"]["nodes"]) or report["cpu_missing_kernels"]
+    ):
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,285 @@
+"""Helpers every sub-command shares: delegate flags, output, extras, random inputs, stats."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from offload._delegate import Delegate
+from offload._plugins import (
+    _availability,
+    _external_delegate_class,
+    delegate_class,
+    delegate_providers,
+    load_delegate,
+    plugin_manager,
+)
+from offload._providers import add_provider_flags, delegates_from_args
+from offload.errors import DelegateUnavailableError, OffloadError
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "UsageError",
+    "DelegateChoice",
+    "add_delegate_args",
+    "add_json_arg",
+    "requested_delegates",
+    "build_delegates",
+    "require_extra",
+    "progress",
+    "print_json",
+    "fmt_g",
+    "format_table",
+    "latency_stats",
+    "random_inputs",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+T = TypeVar("T")
+
+
+class UsageError(OffloadError):
+    """Bad command-line input the library itself would not see (missing files, bad values)."""
+
+
+# -- delegate flags -----------------------------------------------------------------------
+
+
+def add_json_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON document instead of text"
+    )
+
+
+def add_delegate_args(parser: argparse.ArgumentParser) -> None:
+    """``--delegate NAME`` (repeatable), every plugin's flags, LiteRT's external-delegate flags."""
+    parser.add_argument(
+        "--delegate",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an installed delegate to use, in priority order (repeatable); 'auto' picks by the "
+        "capability matrix",
+    )
+    add_provider_flags(parser, delegate_providers())
+
+
+def requested_delegates(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """(name or path, options) pairs: ``--delegate`` names first, then the plugin flags."""
+    chosen: list[tuple[str, dict[str, Any]]] = [(n, {}) for n in getattr(args, "delegate", [])]
+    try:
+        from_flags = delegates_from_args(args, delegate_providers())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for name, options in from_flags:
+        for i, (existing, _) in enumerate(chosen):
+            if (
+                existing == name
+            ):  # --delegate dummy --use_dummy_delegate: one delegate, with options
+                chosen[i] = (name, options)
+                break
+        else:
+            chosen.append((name, options))
+    return chosen
+
+
+@dataclass
+class DelegateChoice:
+    """A requested delegate: the object (built even if unavailable) and whether it can run here."""
+
+    name: str
+    delegate: Delegate
+    available: bool
+    reason: str = ""
+
+
+def _delegate_class_for(name: str) -> type[Delegate]:
+    if name in plugin_manager().delegates:
+        return delegate_class(name)
+    if name.endswith(".py") or "/" in name or "." in name:
+        return _external_delegate_class(name)
+    return delegate_class(name)
+
+
+def build_delegates(
+    pairs: Sequence[tuple[str, dict[str, Any]]], *, allow_unavailable: bool = False
+) -> list[DelegateChoice]:
+    """Configured delegates for ``pairs``; unavailable ones raise unless ``allow_unavailable``.
+
+    With ``allow_unavailable`` an unavailable delegate is still built with its options (its
+    plan is data and can be computed without running it) and marked with the reason.
+    """
+    choices: list[DelegateChoice] = []
+    for name, options in pairs:
+        if name == "auto":
+            raise UsageError("'auto' cannot be combined here; pass --delegate auto on its own")
+        try:
+            d = load_delegate(name, options)
+            choices.append(DelegateChoice(d.name, d, True))
+        except DelegateUnavailableError:
+            if not allow_unavailable:
+                raise
+            cls = _delegate_class_for(name)
+            reason = _availability(cls).reason
+            choices.append(DelegateChoice(cls.name, cls(options), False, reason))
+    return choices
+
+
+def interpreter_delegates(args: argparse.Namespace) -> str | list[Delegate]:
+    """What to pass as ``Interpreter(delegates=...)`` for the parsed flags."""
+    pairs = requested_delegates(args)
+    if [n for n, _ in pairs] == ["auto"]:
+        return "auto"
+    return [c.delegate for c in build_delegates(pairs)]
+
+
+# -- optional extras ----------------------------------------------------------------------
+
+
+def require_extra(module: str, what: str) -> Any:
+    """Import ``module`` from the ``offload[tools]`` extra or fail with how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise UsageError(
+            f"{what} needs the Python package {module.split('.')[0]!r}, which is not installed; "
+            "install the command-line extras with: pip install offload[tools]"
+        ) from None
+
+
+def progress(items: Iterable[T], *, total: int | None, desc: str, enabled: bool) -> Iterator[T]:
+    """A tqdm progress bar on a terminal (stderr) only; the plain iterable otherwise."""
+    if enabled and sys.stderr.isatty():
+        try:
+            from tqdm import tqdm
+        except ImportError:  # a progress bar is cosmetic: no extra, no bar
+            pass
+        else:
+            yield from tqdm(items, total=total, desc=desc, leave=False, file=sys.stderr)
+            return
+    yield from items
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities become null: JSON has no spelling for them."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(_finite(data), indent=2, default=_jsonable, allow_nan=False))
+
+
+def fmt_g(value: float) -> str:
+    """A number as C++'s ``std::ostream << double`` writes it by default (``%g``, 6 digits)."""
+    return f"{float(value):g}"
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
+    """A plain left-aligned text table (numbers right-aligned)."""
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    numeric = [
+        all(_is_number(row[i]) for row in cells[1:] if row[i]) and len(cells) > 1
+        for i in range(len(headers))
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for k, row in enumerate(cells):
+        parts = [
+            c.rjust(w) if numeric[i] and k else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths))
+        ]
+        lines.append(indent + "  ".join(parts).rstrip())
+        if k == 0:
+            lines.append(indent + "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.rstrip("x%"))
+    except ValueError:
+        return False
+    return True
+
+
+# -- measurements -------------------------------------------------------------------------
+
+
+def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
+    """avg, std, min, max, p50, p90 of ``seconds``, in microseconds (LiteRT's unit)."""
+    if not seconds:
+        return {k: math.nan for k in ("count", "avg", "std", "min", "max", "p50", "p90")}
+    us = np.asarray(seconds, dtype=np.float64) * 1e6
+    return {
+        "count": int(us.size),
+        "avg": float(us.mean()),
+        "std": float(us.std()),
+        "min": float(us.min()),
+        "max": float(us.max()),
+        "p50": float(np.percentile(us, 50)),
+        "p90": float(np.percentile(us, 90)),
+    }
+
+
+def random_inputs(details: Sequence[dict[str, Any]], rng: np.random.Generator) -> list[np.ndarray]:
+    """One random array per input: Gaussian floats, quantized properly for int8/uint8 inputs."""
+    arrays = []
+    for d in details:
+        shape = tuple(int(s) for s in d["shape"])
+        dtype = np.dtype(d["dtype"])
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)):
+            scale, zero_point = d["quantization"]
+            info = np.iinfo(dtype)
+            values = rng.standard_normal(shape)
+            if scale:
+                q = np.round(values / scale) + zero_point
+            else:
+                q = rng.integers(info.min, int(info.max) + 1, size=shape)
+            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
+        elif dtype == np.dtype(bool):
+            arrays.append(rng.random(shape) < 0.5)
+        elif dtype.kind in "iu":
+            arrays.append(rng.integers(0, 10, size=shape).astype(dtype))
+        else:
+            raise UsageError(
+                f"input {d['name']!r} has dtype {dtype}; random inputs are made only for "
+                "numeric and bool tensors"
+            )
+    return arrays

@@ -12,10 +12,17 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+# One thread on both sides: LiteRT runs with num_threads=1, and numpy's BLAS must not spread
+# offload's GEMMs over every core (on a shared 2-core machine that thrashes). Set before numpy
+# is imported, which is when OpenBLAS reads it.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 import numpy as np
 import offload

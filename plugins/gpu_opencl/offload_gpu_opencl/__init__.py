@@ -1,0 +1,64 @@
+"""offload's GPU delegate: LiteRT's GPU op set as OpenCL kernels, through pyopencl.
+
+Install it next to offload and ask for it by name::
+
+    offload.Interpreter(model_path="model.tflite", delegates=["gpu_opencl"])
+
+The public face is the delegate class, its options and the two errors; the rest is private.
+"""
+
+from __future__ import annotations
+
+import offload
+from offload_gpu_opencl._delegate import (
+    GpuOpenCLDelegate,
+    GpuOpenCLOptions,
+    __version__,
+    capabilities,
+)
+from offload_gpu_opencl._errors import GpuOpenCLError, KernelBuildError, status_name
+
+__all__ = [
+    "GpuOpenCLDelegate",
+    "GpuOpenCLError",
+    "GpuOpenCLOptions",
+    "KernelBuildError",
+    "__version__",
+    "capabilities",
+    "status_name",
+]
+
+
+@offload.hookimpl
+def offload_register_delegates() -> list[type[offload.Delegate]]:
+    return [GpuOpenCLDelegate]
+
+
+@offload.hookimpl
+def offload_delegate_providers() -> list[offload.DelegateProvider]:
+    flag = offload.DelegateFlag
+    return [
+        offload.DelegateProvider(
+            delegate="gpu_opencl",
+            enable_flag="--use_gpu",
+            help="run supported nodes on the OpenCL GPU delegate (gpu_opencl)",
+            flags=(
+                flag(flag="--gpu_precision_loss_allowed", option="precision_loss_allowed",
+                     type="bool", help="store tensors as half (compute in half with cl_khr_fp16)"),
+                flag(flag="--gpu_enable_quant", option="enable_quant", type="bool",
+                     help="run quantized models through the float view (default true)"),
+                flag(flag="--gpu_serialization_dir", option="serialization_dir",
+                     help="directory caching compiled programs and transformed weights"),
+                flag(flag="--gpu_model_token", option="model_token",
+                     help="cache key naming the model (default: its fingerprint)"),
+                flag(flag="--gpu_max_delegated_partitions", option="max_delegated_partitions",
+                     type="int", help="keep at most this many partitions, largest first"),
+                flag(flag="--gpu_min_nodes_per_partition", option="min_nodes_per_partition",
+                     type="int", help="smaller partitions stay on the CPU"),
+                flag(flag="--gpu_platform", option="platform",
+                     help="OpenCL platform: index or name substring"),
+                flag(flag="--gpu_device", option="device",
+                     help="OpenCL device: index or name substring"),
+            ),
+        )
+    ]

@@ -1,0 +1,182 @@
+"""Finding an OpenCL device, and building (or loading) the kernel program for it."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import pyopencl as cl
+
+from offload_gpu_opencl._cache import SerializationCache
+from offload_gpu_opencl._errors import GpuOpenCLError, KernelBuildError, check
+from offload_gpu_opencl._source import KERNELS, PRELUDE, program_source, source_hash
+
+__all__ = [
+    "DeviceHandle",
+    "build_program",
+    "forget_programs",
+    "list_devices",
+    "open_device",
+    "probe",
+    "program_key",
+    "save_program",
+]
+
+_LOCK = threading.Lock()
+_DEVICES: dict[tuple[str, str], DeviceHandle] = {}
+
+
+@dataclass
+class DeviceHandle:
+    """One device with its context and in-order queue, shared by every partition in a process."""
+
+    platform: cl.Platform
+    device: cl.Device
+    context: cl.Context
+    queue: cl.CommandQueue
+    programs: dict[str, cl.Program] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.device.name.strip()
+
+    @property
+    def driver(self) -> str:
+        return f"{self.platform.version.strip()} / driver {self.device.driver_version.strip()}"
+
+    @property
+    def has_fp16(self) -> bool:
+        return "cl_khr_fp16" in self.device.extensions.split()
+
+
+def list_devices() -> list[tuple[int, cl.Platform, int, cl.Device]]:
+    """Every (platform index, platform, device index, device) pyopencl reports."""
+    found = []
+    for pi, platform in enumerate(cl.get_platforms()):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:  # a platform with no devices raises CL_DEVICE_NOT_FOUND
+            continue
+        for di, device in enumerate(devices):
+            found.append((pi, platform, di, device))
+    return found
+
+
+def probe() -> str | None:
+    """None if some OpenCL device exists, else the reason (for Availability)."""
+    try:
+        devices = list_devices()
+    except Exception as exc:  # no ICD loader, no platform, broken driver
+        return f"no OpenCL platform: {type(exc).__name__}: {exc}".strip()
+    if not devices:
+        return "pyopencl found no OpenCL device on any platform (install a driver or pocl)"
+    return None
+
+
+def _matches(index: int, obj: cl.Platform | cl.Device, want: int | str | None) -> bool:
+    if want is None:
+        return True
+    if isinstance(want, int) or want.strip().isdigit():
+        return index == int(want)
+    return want.lower() in obj.name.lower()
+
+
+def open_device(platform: int | str | None, device: int | str | None) -> DeviceHandle:
+    """The first device matching the platform and device selectors (index or name substring).
+
+    GPUs are preferred over other device types when nothing is selected.
+    """
+    candidates = [
+        (p, d)
+        for pi, p, di, d in list_devices()
+        if _matches(pi, p, platform) and _matches(di, d, device)
+    ]
+    if not candidates:
+        seen = ", ".join(f"[{pi}] {p.name.strip()} / [{di}] {d.name.strip()}"
+                         for pi, p, di, d in list_devices()) or "none"
+        raise GpuOpenCLError(
+            f"no OpenCL device matches platform={platform!r} device={device!r}; devices: {seen}"
+        )
+    if platform is None and device is None:
+        candidates.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
+    plat, dev = candidates[0]
+    key = (plat.name, dev.name + str(dev.int_ptr))
+    with _LOCK:
+        handle = _DEVICES.get(key)
+        if handle is None:
+            context = check("clCreateContext", cl.Context, [dev])
+            queue = check("clCreateCommandQueue", cl.CommandQueue, context, dev)
+            handle = DeviceHandle(plat, dev, context, queue)
+            _DEVICES[key] = handle
+    return handle
+
+
+def _build_from_source(handle: DeviceHandle, options: str) -> cl.Program:
+    try:
+        return cl.Program(handle.context, program_source()).build(options=options)
+    except cl.Error as exc:
+        whole_log = str(exc)
+        code = getattr(exc, "code", None)
+    # Find the kernel that broke the build: rebuild each family alone (failure path only).
+    for name, src in KERNELS.items():
+        try:
+            cl.Program(handle.context, PRELUDE + src).build(options=options)
+        except cl.Error as exc:
+            raise KernelBuildError(name, str(exc), getattr(exc, "code", None)) from None
+    raise KernelBuildError("(whole program)", whole_log, code)
+
+
+def program_key(prefix: str, options: str) -> str:
+    return f"{prefix}:program:{source_hash(options)}"
+
+
+def build_program(
+    handle: DeviceHandle, options: str, cache: SerializationCache | None, prefix: str
+) -> tuple[cl.Program, str]:
+    """The program for ``options`` on ``handle`` and where it came from.
+
+    Order: this process's memo (``"memo"``), the serialization cache's binary (``"binary"``),
+    a source build (``"source"``).
+    """
+    memo = source_hash(options)
+    with _LOCK:
+        program = handle.programs.get(memo)
+    if program is not None:
+        return program, "memo"
+    origin = "source"
+    if cache is not None:
+        key = program_key(prefix, options)
+        binary = cache.load(key, "clbin")
+        if binary is not None:
+            try:
+                program = cl.Program(handle.context, [handle.device], [binary]).build(
+                    options=options
+                )
+                origin = "binary"
+            except cl.Error as exc:
+                cache.discard(key, "clbin", f"driver rejected the binary: {exc}")
+                program = None
+    if program is None:
+        program = _build_from_source(handle, options)
+    with _LOCK:
+        handle.programs.setdefault(memo, program)
+        return handle.programs[memo], origin
+
+
+def save_program(
+    handle: DeviceHandle, options: str, cache: SerializationCache, prefix: str
+) -> None:
+    """Store the program's binary (call after a first run, so lazily compiled code is in it)."""
+    program = handle.programs.get(source_hash(options))
+    if program is None:
+        return
+    binaries = check("clGetProgramInfo(BINARIES)", program.get_info, cl.program_info.BINARIES)
+    if binaries and binaries[0]:
+        cache.store(program_key(prefix, options), "clbin", bytes(binaries[0]))
+
+
+def forget_programs() -> None:
+    """Drop this process's memo of built programs (benchmarks use it to measure cold starts)."""
+    with _LOCK:
+        for handle in _DEVICES.values():
+            handle.programs.clear()

@@ -1,0 +1,264 @@
+"""One partition on the device: init (lower, build, upload), prepare (warm up), invoke.
+
+``invoke`` enqueues the boundary-input uploads, every kernel and the boundary-output reads on
+one in-order queue without waiting, then waits once: one host sync per invoke. Intermediates
+never leave the device; buffers are shared between tensors whose lifetimes do not overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyopencl as cl
+
+from offload import DelegateKernel, Partition, Subgraph, Tensor
+from offload.ops._quant import dequantize, quantize
+from offload_gpu_opencl._cache import SerializationCache
+from offload_gpu_opencl._device import build_program, open_device, save_program
+from offload_gpu_opencl._errors import GpuOpenCLError, check
+from offload_gpu_opencl._lower import Launch, Lowering, Ref, foldable, folded_value
+
+if TYPE_CHECKING:
+    from offload_gpu_opencl import GpuOpenCLOptions
+
+__all__ = ["GpuKernel", "partition_fingerprint"]
+
+_SLACK = 16  # elements past the end of every buffer, so 8-wide loads stay inside it
+_LOCAL = 64
+
+
+def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
+    """sha256 of what the partition computes: nodes, tensor metadata and constant bytes."""
+    h = hashlib.sha256()
+    producers = subgraph.producers()
+    seen: set[int] = set()
+
+    def tensor(t: int) -> None:
+        if t < 0 or t in seen:
+            return
+        seen.add(t)
+        x = subgraph.tensors[t]
+        q = x.quantization
+        h.update(f"T{t}{x.shape}{x.dtype}".encode())
+        if q is not None:
+            h.update(q.scale.tobytes() + q.zero_point.tobytes() + bytes([q.quantized_dimension]))
+        if x.is_constant:
+            h.update(np.asarray(x.data).tobytes())
+        elif foldable(subgraph, t, producers):
+            for i in subgraph.nodes[producers[t]].inputs:
+                tensor(i)
+
+    for n in partition.nodes:
+        node = subgraph.nodes[n]
+        h.update(f"N{node.op}{node.version}{node.inputs}{node.outputs}{node.options!r}".encode())
+        for t in (*node.inputs, *node.outputs):
+            tensor(t)
+    return h.hexdigest()
+
+
+def _to_float(tensor: Tensor) -> Callable[[np.ndarray], np.ndarray]:
+    """Host conversion of a boundary input into the float view."""
+    if tensor.quantization is not None and np.issubdtype(tensor.dtype, np.integer):
+        return lambda a: dequantize(a, tensor.quantization)
+    return lambda a: a
+
+
+def _from_float(tensor: Tensor) -> Callable[[np.ndarray], np.ndarray]:
+    """Host conversion of a float-view boundary output back to the tensor's dtype."""
+    shape, dtype, q = tensor.shape, tensor.dtype, tensor.quantization
+    if q is not None and np.issubdtype(dtype, np.integer):
+        return lambda a: quantize(a.reshape(shape), q, dtype)
+    if dtype == np.bool_:
+        return lambda a: a.reshape(shape) != 0
+    return lambda a: a.reshape(shape).astype(dtype, copy=False)
+
+
+class GpuKernel(DelegateKernel):
+    def __init__(self, options: GpuOpenCLOptions, version: str) -> None:
+        self.options = options
+        self.version = version
+        self.stats: dict[str, Any] = {}
+
+    # -- init -------------------------------------------------------------------------------
+
+    def init(self, subgraph: Subgraph, partition: Partition) -> None:
+        opts = self.options
+        self.subgraph, self.partition = subgraph, partition
+        self.handle = handle = open_device(opts.platform, opts.device)
+        half = opts.precision_loss_allowed
+        self.build_options = " ".join(
+            (["-DSTORE_HALF"] if half else [])
+            + (["-DCOMPUTE_HALF"] if half and handle.has_fp16 else [])
+        )
+        self.store_dtype = np.dtype(np.float16 if half else np.float32)
+
+        identity = {"device": handle.name, "driver": handle.driver, "plugin_version": self.version}
+        self.cache = cache = (
+            SerializationCache(opts.serialization_dir, identity) if opts.serialization_dir else None
+        )
+        if opts.model_token:
+            where = f"p{partition.index}:{partition.nodes[0]}:{len(partition.nodes)}"
+            token = f"{opts.model_token}|{where}"
+        else:
+            token = partition_fingerprint(subgraph, partition)
+        self.key = hashlib.sha256(
+            "|".join((token, *identity.values())).encode()
+        ).hexdigest()
+
+        cached = cache.load_arrays(f"{self.key}:consts") if cache else None
+        lowering = Lowering(subgraph, partition, cached=dict(cached or {}))
+        stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
+        if cache is not None and stale:
+            cache.store_arrays(f"{self.key}:consts", lowering.consts)
+        self.stats["constants"] = "cache" if cached is not None and not lowering.misses else "built"
+
+        self.program, origin = build_program(handle, self.build_options, cache, self.key)
+        self.stats["program"] = origin
+        self._needs_save = cache is not None and origin != "binary"
+        self._warmed = origin == "binary"
+        self._setup(lowering)
+
+    def _setup(self, lw: Lowering) -> None:
+        ctx, sg, part = self.handle.context, self.subgraph, self.partition
+        producers = sg.producers()
+        itemsize = self.store_dtype.itemsize
+        launches = lw.launches
+        end = len(launches)
+
+        # Constants in storage precision, padded with slack.
+        mf = cl.mem_flags
+        self.constants: dict[str, cl.Buffer] = {}
+        for name, arr in lw.consts.items():
+            data = np.zeros(arr.size + _SLACK, self.store_dtype)
+            data[: arr.size] = arr.ravel()
+            self.constants[name] = check(
+                "clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
+            )
+
+        # Lifetimes of runtime storages (alias roots), in launch positions.
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+
+        def touch(t: int, pos: int) -> None:
+            first[t] = min(first.get(t, pos), pos)
+            last[t] = max(last.get(t, pos), pos)
+
+        self.inputs: list[tuple[int | None, Callable[[np.ndarray], np.ndarray]]] = []
+        for t in part.inputs:
+            if foldable(sg, t, producers):
+                self.inputs.append((None, _to_float(sg.tensors[t])))
+                continue
+            root = lw.root(t)
+            touch(root, -1)
+            self.inputs.append((root, _to_float(sg.tensors[t])))
+        for pos, launch in enumerate(launches):
+            for ref in launch.buffers:
+                if ref.kind == "t":
+                    touch(int(ref.key), pos)
+        self.outputs: list[tuple[str, Any, Callable[[np.ndarray], np.ndarray], int]] = []
+        for t in part.outputs:
+            tensor = sg.tensors[t]
+            convert = _from_float(tensor)
+            if foldable(sg, t, producers):
+                self.outputs.append(("host", convert(folded_value(sg, t, producers)), convert, 0))
+                continue
+            root = lw.root(t)
+            touch(root, end)
+            self.outputs.append(("device", root, convert, math.prod(tensor.shape)))
+
+        # Greedy best-fit reuse by lifetime.
+        sizes = {t: math.prod(sg.tensors[t].shape) for t in first}
+        order = sorted(first, key=lambda t: (first[t], t))
+        free: list[cl.Buffer] = []
+        held: dict[int, cl.Buffer] = {}
+        self.buffers: dict[int, cl.Buffer] = {}
+        nbytes_total = 0
+        pending_release = sorted(first, key=lambda t: last[t])
+        for t in order:
+            while pending_release and last[pending_release[0]] < first[t]:
+                done = pending_release.pop(0)
+                if done in held:
+                    free.append(held.pop(done))
+            need = (sizes[t] + _SLACK) * itemsize
+            fits = [b for b in free if b.size >= need]
+            if fits:
+                buf = min(fits, key=lambda b: b.size)
+                free.remove(buf)
+            else:
+                buf = check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need)
+                nbytes_total += need
+            held[t] = buf
+            self.buffers[t] = buf
+        self.stats["device_bytes"] = nbytes_total
+        self.stats["launches"] = end
+
+        def resolve(a: Ref | np.generic) -> Any:
+            if isinstance(a, Ref):
+                return self.constants[a.key] if a.kind == "c" else self.buffers[int(a.key)]
+            return a
+
+        self.calls: list[tuple[cl.Kernel, tuple[int]]] = []
+        for launch in launches:
+            self.calls.append((self._make_kernel(launch, resolve), (_round_up(launch.total),)))
+
+    def _make_kernel(self, launch: Launch, resolve: Callable[[Any], Any]) -> cl.Kernel:
+        kernel = check(f"clCreateKernel({launch.kernel})", cl.Kernel, self.program, launch.kernel)
+        args = [resolve(a) for a in launch.args]
+        check(f"clSetKernelArg({launch.kernel})", kernel.set_args, *args)
+        return kernel
+
+    # -- prepare ----------------------------------------------------------------------------
+
+    def prepare(self, input_shapes: Sequence[tuple[int, ...]]) -> None:
+        sg = self.subgraph
+        for t, shape in zip(self.partition.inputs, input_shapes):
+            if tuple(shape) != tuple(sg.tensors[t].shape):
+                raise GpuOpenCLError(
+                    f"gpu_opencl runs partitions at the model's static shapes; input tensor {t} "
+                    f"({sg.tensors[t].name!r}) was resized from {list(sg.tensors[t].shape)} to "
+                    f"{list(shape)}. Resize before delegating (or run without gpu_opencl)."
+                )
+        if not self._warmed:
+            # The first run makes drivers that compile lazily (PoCL) finish compiling now, at
+            # allocate_tensors time, and puts that code into the program binary we cache.
+            tensors = [sg.tensors[t] for t in self.partition.inputs]
+            self.invoke([np.zeros(t.shape, t.dtype) for t in tensors])
+            self._warmed = True
+        if self._needs_save and self.cache is not None:
+            save_program(self.handle, self.build_options, self.cache, self.key)
+            self._needs_save = False
+
+    # -- invoke -----------------------------------------------------------------------------
+
+    def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        queue = self.handle.queue
+        store = self.store_dtype
+        keep = []
+        for (root, convert), value in zip(self.inputs, inputs):
+            if root is None:
+                continue
+            host = np.ascontiguousarray(convert(value), dtype=store)
+            keep.append(host)
+            cl.enqueue_copy(queue, self.buffers[root], host, is_blocking=False)
+        for kernel, size in self.calls:
+            cl.enqueue_nd_range_kernel(queue, kernel, size, (_LOCAL,))
+        reads = []
+        for where, what, _convert, count in self.outputs:
+            if where == "device":
+                host = np.empty(count, store)
+                cl.enqueue_copy(queue, host, self.buffers[what], is_blocking=False)
+                reads.append(host)
+        check("clFinish", queue.finish)
+        results = []
+        read_iter = iter(reads)
+        for where, what, convert, _count in self.outputs:
+            results.append(what if where == "host" else convert(next(read_iter)))
+        return results
+
+
+def _round_up(n: int) -> int:
+    return max(_LOCAL, -(-n // _LOCAL) * _LOCAL)

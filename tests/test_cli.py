@@ -317,7 +317,9 @@ def test_benchmark_memory_grows_with_model(tiny: Path, capsys: pytest.CaptureFix
     small, large = figures
     assert large["tensors"] > 1_000_000 > small["tensors"]
     assert large["init_peak_rss_rise"] > small["init_peak_rss_rise"]
-    assert large["first_inference_peak_rss_rise"] > small["first_inference_peak_rss_rise"]
+    # The first inference may reuse pages the init already touched, so its rise can be zero
+    # for both; it must never be smaller for the bigger model.
+    assert large["first_inference_peak_rss_rise"] >= small["first_inference_peak_rss_rise"]
 
 
 def test_benchmark_compare_ratios(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:

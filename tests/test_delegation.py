@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import offload
 import pytest
+
+import offload
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload._auto import plan_cost
 from offload.errors import CpuFallbackError, DelegateError
@@ -134,3 +135,35 @@ def test_auto_does_not_pick_a_delegate_that_cannot_win() -> None:
     assert interp.auto_selection["chosen"] == ["cpu"]
     dummy_entry = next(e for e in interp.auto_selection["considered"] if e["delegate"] == "dummy")
     assert dummy_entry["cost"] > interp.auto_selection["cpu_cost"]
+
+
+def test_failed_prepare_after_resize_falls_back_to_cpu() -> None:
+    """A delegate that cannot take new shapes hands its partition to the CPU with a warning."""
+
+    class StaticShapes(Delegate):
+        name = "static"
+        CAPABILITIES = Capabilities(ops=(OpCapability(op="ADD"),), model_types=ALL_YES)
+
+        def create_kernel(self) -> DelegateKernel:
+            class Kernel(DelegateKernel):
+                def prepare(self, input_shapes) -> None:  # noqa: ANN001
+                    if getattr(self, "prepared", False):
+                        raise RuntimeError("static shapes only")
+                    self.prepared = True
+
+                def invoke(self, inputs):  # noqa: ANN001, ANN201
+                    return [np.add(*inputs)]
+
+            return Kernel()
+
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 3), shape_signature=(-1, 3))
+    y = b.add_tensor("y", shape=(1, 3), shape_signature=(-1, 3))
+    b.add_operator("ADD", inputs=[x, x], outputs=[y])
+    b.add_output(y)
+    interp = offload.Interpreter(model_content=b.build(), experimental_delegates=[StaticShapes()])
+    interp.allocate_tensors()
+    interp.resize_tensor_input(0, [2, 3])
+    with pytest.warns(UserWarning, match="'static' failed to prepare.*new shapes"):
+        out = _run(interp, np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(out, np.full((2, 3), 2, np.float32))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import offload
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import offload
 from offload.model.builder import ModelBuilder
 
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")

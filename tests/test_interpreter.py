@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import offload
 import pytest
+
+import offload
 from offload.errors import (
     InterpreterStateError,
     OffloadError,

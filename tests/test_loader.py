@@ -6,8 +6,9 @@ import mmap
 from pathlib import Path
 
 import numpy as np
-import offload
 import pytest
+
+import offload
 from offload.errors import ModelLoadError, UnsupportedOpError
 
 from ._models import public_models

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import offload
 import pytest
+
+import offload
 
 from ._models import fixture_models, public_models, random_inputs, relative_error, run
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload._graph import Model, Node, Subgraph, Tensor
 from offload._plan import make_plan

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import offload
 import pytest
+
+import offload
 from offload import (
     Availability,
     Capabilities,

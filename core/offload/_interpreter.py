@@ -140,6 +140,23 @@ class _Executor:
             return None
         return kernel
 
+    def _reprepare(self, partition: Partition, kernel: DelegateKernel) -> DelegateKernel | None:
+        """Prepare an initialised partition for new shapes; on failure, hand it to the CPU."""
+        try:
+            kernel.prepare([self.shapes[t] for t in partition.inputs])
+        except Exception as exc:
+            message = (
+                f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
+                f"for new shapes: {type(exc).__name__}: {exc}"
+            )
+            if not self.allow_cpu_fallback:
+                raise DelegateError(message) from exc
+            warnings.warn(f"{message}; running that partition on the CPU instead", stacklevel=4)
+            self.restored[partition.index] = message
+            del self.delegate_kernels[partition.index]
+            return None
+        return kernel
+
     def _delegate_named(self, name: str) -> Delegate:
         assert self.plan is not None
         return self.delegates[self.plan.delegates.index(name)]
@@ -188,7 +205,7 @@ class _Executor:
                     if kernel is not None:
                         self.delegate_kernels[step.index] = kernel
                 elif kernel is not None:
-                    kernel.prepare([self.shapes[t] for t in partition.inputs])
+                    kernel = self._reprepare(partition, kernel)
                 if kernel is not None:
                     compiled.append(
                         _CompiledStep(

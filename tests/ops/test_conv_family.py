@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import offload
 import pytest
+
+import offload
 from offload.ops import kernel_class
 from offload.ops._conv import geometry, quantize_rows
 

@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+
 from offload import load_model
 from offload.ops import kernel_class
 

@@ -22,7 +22,7 @@ import inspect
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import flatbuffers
@@ -80,6 +80,15 @@ _ENUM_FIELDS: dict[str, dict[str, int]] = {
     "kernel_type": _enum_values(tflite.LSTMKernelType),
 }
 _MIRROR_PAD_MODES = _enum_values(tflite.MirrorPadMode)
+# Option fields holding a TensorType: given as a numpy dtype or a TensorType name.
+_TENSOR_TYPE_FIELDS = {
+    "quantized_bias_type",
+    "out_type",
+    "output_type",
+    "idx_out_type",
+    "in_data_type",
+    "out_data_type",
+}
 
 _NUMBER_TYPES: dict[str, np.dtype] = {
     "Bool": np.dtype(np.bool_),
@@ -220,19 +229,19 @@ def _quantization(
     return Quantization(scale_arr, zp_arr, int(quantized_dimension))
 
 
-@dataclass
 class SubgraphBuilder:
     """The tensors and operators of one subgraph; get one from :meth:`ModelBuilder.add_subgraph`.
 
     Tensor and operator indices returned here are the indices in the written file.
     """
 
-    model: ModelBuilder = field(repr=False)
-    name: str = ""
-    tensors: list[_TensorSpec] = field(default_factory=list, repr=False)
-    operators: list[_OperatorSpec] = field(default_factory=list, repr=False)
-    inputs: list[int] = field(default_factory=list)
-    outputs: list[int] = field(default_factory=list)
+    def __init__(self, model: ModelBuilder, name: str = "") -> None:
+        self.model = model
+        self.name = name
+        self.tensors: list[_TensorSpec] = []
+        self.operators: list[_OperatorSpec] = []
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
 
     def add_tensor(
         self,
@@ -437,6 +446,8 @@ def _check_options(op: str, options_type: str | None, options: Mapping[str, Any]
             if value not in enum:
                 raise ModelBuildError(f"{op}: option {key}={value!r} is not one of {sorted(enum)}")
             value = enum[value]
+        elif key in _TENSOR_TYPE_FIELDS and not isinstance(value, (int, np.integer)):
+            value = _tensor_type(value, f"{op} option {key}")
         spec = fields[key]
         if spec.vector_dtype is not None:
             value = np.asarray(value, dtype=spec.vector_dtype).ravel()
@@ -446,13 +457,14 @@ def _check_options(op: str, options_type: str | None, options: Mapping[str, Any]
     return out
 
 
-class ModelBuilder:
+class ModelBuilder(SubgraphBuilder):
     """Build a .tflite model: tensors, operators, signature and metadata, then :meth:`build`.
 
-    The ``add_*`` methods act on the main subgraph (subgraph 0); :meth:`add_subgraph` returns
-    a :class:`SubgraphBuilder` for more (the bodies of WHILE, IF, CALL_ONCE).
-    A ``serving_default`` signature over the main subgraph's inputs and outputs is written
-    unless ``signature_key`` is None.
+    A ModelBuilder is itself the builder of the main subgraph (subgraph 0), so its ``add_*``
+    methods add to that; :meth:`add_subgraph` returns a :class:`SubgraphBuilder` for more
+    (the bodies of WHILE, IF, CALL_ONCE). A ``serving_default`` signature over the main
+    subgraph's inputs and outputs (named after their tensors) is written unless
+    ``signature_key`` is None.
     """
 
     def __init__(
@@ -461,42 +473,18 @@ class ModelBuilder:
         *,
         signature_key: str | None = "serving_default",
     ) -> None:
+        super().__init__(self, "main")
         self.description = description
         self.signature_key = signature_key
         self._buffers: list[bytes] = [b""]  # buffer 0: the empty sentinel every runtime tensor uses
         self._opcodes: dict[tuple[int, str | None, int], int] = {}
         self._metadata: dict[str, int] = {}
-        self.subgraphs: list[SubgraphBuilder] = [SubgraphBuilder(self, "main")]
-
-    @property
-    def main(self) -> SubgraphBuilder:
-        return self.subgraphs[0]
+        self.subgraphs: list[SubgraphBuilder] = [self]
 
     def add_subgraph(self, name: str = "") -> SubgraphBuilder:
         """Add another subgraph; its index is ``len(builder.subgraphs) - 1``."""
         self.subgraphs.append(SubgraphBuilder(self, name))
         return self.subgraphs[-1]
-
-    # The main subgraph's methods, forwarded.
-    def add_tensor(self, *args: Any, **kwargs: Any) -> int:
-        """See :meth:`SubgraphBuilder.add_tensor`."""
-        return self.main.add_tensor(*args, **kwargs)
-
-    def add_input(self, *args: Any, **kwargs: Any) -> int:
-        """See :meth:`SubgraphBuilder.add_input`."""
-        return self.main.add_input(*args, **kwargs)
-
-    def add_constant(self, *args: Any, **kwargs: Any) -> int:
-        """See :meth:`SubgraphBuilder.add_constant`."""
-        return self.main.add_constant(*args, **kwargs)
-
-    def add_operator(self, *args: Any, **kwargs: Any) -> int:
-        """See :meth:`SubgraphBuilder.add_operator`."""
-        return self.main.add_operator(*args, **kwargs)
-
-    def add_output(self, tensor: int) -> None:
-        """See :meth:`SubgraphBuilder.add_output`."""
-        self.main.add_output(tensor)
 
     def add_metadata(self, name: str, data: bytes) -> None:
         """Add a metadata entry (``name`` -> bytes), e.g. ``min_runtime_version``."""
@@ -695,7 +683,7 @@ def _write(mb: ModelBuilder) -> bytes:
     metadata = _vector_of_tables(b, metadata_tables) if metadata_tables else None
 
     signatures = (
-        _vector_of_tables(b, [_write_signature(b, mb.signature_key, mb.main)])
+        _vector_of_tables(b, [_write_signature(b, mb.signature_key, mb)])
         if mb.signature_key is not None
         else None
     )

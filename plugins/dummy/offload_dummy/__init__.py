@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 import offload
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 

@@ -226,7 +226,9 @@ def qat_model(model: keras.Model) -> keras.Model:
 
         def annotate(layer: keras.layers.Layer) -> keras.layers.Layer:
             if registry.supports(layer):
-                return quantize.quantize_annotate_layer(layer.__class__.from_config(layer.get_config()))
+                return quantize.quantize_annotate_layer(
+                    layer.__class__.from_config(layer.get_config())
+                )
             return layer.__class__.from_config(layer.get_config())
 
         annotated = keras.models.clone_model(model, clone_function=annotate)
@@ -269,9 +271,9 @@ def describe(content: bytes) -> dict[str, object]:
         for op in sg.operators:
             code = model.operatorCodes[op.opcodeIndex]
             builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
-            key = _OP_NAMES[builtin] if builtin != schema.BuiltinOperator.CUSTOM else (
-                f"CUSTOM:{code.customCode.decode()}"
-            )
+            # Custom ops by their custom code, as offload's Model.op_histogram() counts them.
+            is_custom = builtin == schema.BuiltinOperator.CUSTOM
+            key = code.customCode.decode() if is_custom else _OP_NAMES[builtin]
             ops[key] = ops.get(key, 0) + 1
     main = model.subgraphs[0]
 

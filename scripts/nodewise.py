@@ -15,6 +15,7 @@ import sys
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 from ai_edge_litert.interpreter import OpResolverType
+
 from offload import load_model
 from offload.ops import kernel_class
 

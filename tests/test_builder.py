@@ -345,3 +345,15 @@ def test_save_writes_the_same_bytes(tmp_path) -> None:  # type: ignore[no-untype
     b.save(path)
     assert path.read_bytes() == content
     assert struct.unpack_from("4s", content, 4)[0] == b"TFL3"
+
+
+def test_tensor_type_options_take_dtypes() -> None:
+    """TensorType option fields (ARG_MAX output_type) take a numpy dtype or a type name."""
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(2, 3))
+    axis = b.add_constant("axis", np.array([1], np.int32))
+    y = b.add_tensor("y", shape=(2,), dtype=np.int64)
+    b.add_operator("ARG_MAX", [x, axis], [y], {"output_type": np.int64})
+    b.add_output(y)
+    node = offload.load_model(model_content=b.build()).main.nodes[0]
+    assert node.options.output_type == tflite.TensorType.INT64

@@ -129,31 +129,28 @@ class _Executor:
             kernel.init(self.subgraph, partition)
             kernel.prepare([self.shapes[t] for t in partition.inputs])
         except Exception as exc:
-            message = (
-                f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
-                f"({len(partition.nodes)} nodes): {type(exc).__name__}: {exc}"
-            )
-            if not self.allow_cpu_fallback:
-                raise DelegateError(message) from exc
-            warnings.warn(f"{message}; running that partition on the CPU instead", stacklevel=4)
-            self.restored[partition.index] = message
+            self._restore_to_cpu(partition, f"({len(partition.nodes)} nodes)", exc)
             return None
         return kernel
+
+    def _restore_to_cpu(self, partition: Partition, context: str, exc: Exception) -> None:
+        """Give a partition whose delegate failed back to the CPU, with one warning."""
+        message = (
+            f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
+            f"{context}: {type(exc).__name__}: {exc}"
+        )
+        if not self.allow_cpu_fallback:
+            raise DelegateError(message) from exc
+        warnings.warn(f"{message}; running that partition on the CPU instead", stacklevel=5)
+        self.restored[partition.index] = message
+        self.delegate_kernels.pop(partition.index, None)
 
     def _reprepare(self, partition: Partition, kernel: DelegateKernel) -> DelegateKernel | None:
         """Prepare an initialised partition for new shapes; on failure, hand it to the CPU."""
         try:
             kernel.prepare([self.shapes[t] for t in partition.inputs])
         except Exception as exc:
-            message = (
-                f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
-                f"for new shapes: {type(exc).__name__}: {exc}"
-            )
-            if not self.allow_cpu_fallback:
-                raise DelegateError(message) from exc
-            warnings.warn(f"{message}; running that partition on the CPU instead", stacklevel=4)
-            self.restored[partition.index] = message
-            del self.delegate_kernels[partition.index]
+            self._restore_to_cpu(partition, "for new shapes", exc)
             return None
         return kernel
 

@@ -23,7 +23,7 @@ import numpy as np
 from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
-from offload.ops._quant import tflite_round
+from offload.ops._quant import quantize_rows
 
 __all__ = [
     "Matrix",
@@ -47,44 +47,8 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def batch_quantize(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LiteRT's BatchQuantizeFloats over rows of ``x``: (int8 values as int32, scale, zero point).
-
-    Symmetric: scale = max|x| / 127. Asymmetric: the range is widened to include 0, the scale
-    and nudged zero point are derived in double, then the scale is stored as float32.
-    A row of zeros gets scale 1 and zero point 0.
-    """
-    x = np.asarray(x, np.float32)
-    lo = x.min(axis=1)
-    hi = x.max(axis=1)
-    if not asymmetric:
-        rng = np.maximum(np.abs(lo), np.abs(hi))
-        zero = rng == 0
-        safe = np.where(zero, np.float32(1), rng)
-        scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
-        inv = (np.float32(127) / safe).astype(np.float32)
-        q = np.clip(tflite_round(x * inv[:, None]), -127, 127).astype(np.int32)
-        q[zero] = 0
-        return q, scale, np.zeros(x.shape[0], np.int32)
-    rmin = np.minimum(lo, 0).astype(np.float64)
-    rmax = np.maximum(hi, 0).astype(np.float64)
-    zero = rmin == rmax
-    scale64 = np.where(zero, 1.0, (rmax - rmin) / 255.0)
-    zp_min = -128.0 - rmin / scale64
-    zp_max = 127.0 - rmax / scale64
-    err_min = 128.0 + np.abs(rmin / scale64)
-    err_max = 127.0 + np.abs(rmax / scale64)
-    zp_double = np.where(err_min < err_max, zp_min, zp_max)
-    zp = np.where(
-        zp_double <= -128, -128, np.where(zp_double >= 127, 127, tflite_round(zp_double))
-    ).astype(np.int32)
-    zp[zero] = 0
-    scale = scale64.astype(np.float32)
-    scale[zero] = 1
-    inv = (np.float32(1) / scale).astype(np.float32)
-    scaled = zp[:, None].astype(np.float32) + x * inv[:, None]
-    q = np.clip(tflite_round(scaled), -128, 127).astype(np.int32)
-    q[zero] = 0
-    return q, scale, zp
+    """TFLite's per-batch-row input quantization of the hybrid kernels (shared with conv/FC)."""
+    return quantize_rows(x, asymmetric=asymmetric)
 
 
 @dataclass

@@ -25,6 +25,7 @@ __all__ = [
     "dtype_range",
     "activation_range_quantized",
     "requantize",
+    "quantize_rows",
 ]
 
 _INT32_MIN = -(2**31)
@@ -161,3 +162,43 @@ def requantize(
     output zero point, clamp to the activation range."""
     scaled = multiply_by_quantized_multiplier(acc, multiplier, shift) + zero_point
     return np.clip(scaled, clamp[0], clamp[1]).astype(dtype)
+
+
+def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """TFLite's BatchQuantizeFloats on a (rows, n) float32 array: each row to int8 with its own
+    scale, symmetric in [-127, 127] or asymmetric in [-128, 127] with a zero point.
+
+    Returns (quantized as int32, float32 scale per row, int32 offset per row).
+    """
+    x = np.asarray(x, np.float32)
+    lo = x.min(axis=1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
+    hi = x.max(axis=1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
+    if not asymmetric:
+        rng = np.maximum(np.abs(lo), np.abs(hi))
+        zero = rng == 0
+        safe = np.where(zero, np.float32(1), rng)
+        scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
+        inv = (np.float32(127) / safe).astype(np.float32)
+        # Round the float32 product exactly as std::round would (hence float64 for the +0.5).
+        q = tflite_round((x * inv[:, None]).astype(np.float64))
+        q = np.clip(q, -127, 127).astype(np.int32)
+        q[zero] = 0
+        return q, scale, np.zeros(x.shape[0], np.int32)
+    # The scale and zero point are derived in double, as in AsymmetricQuantizeFloats.
+    rmin = np.minimum(lo, 0).astype(np.float64)
+    rmax = np.maximum(hi, 0).astype(np.float64)
+    zero = rmin == rmax
+    scale64 = np.where(zero, 1.0, (rmax - rmin) / 255.0)
+    zp_from_min = -128.0 - rmin / scale64
+    zp_from_max = 127.0 - rmax / scale64
+    err_min = 128.0 + np.abs(rmin / scale64)
+    err_max = 127.0 + np.abs(rmax / scale64)
+    zp = np.where(err_min < err_max, zp_from_min, zp_from_max)
+    offset = np.clip(tflite_round(zp), -128, 127).astype(np.int32)
+    offset[zero] = 0
+    scale = scale64.astype(np.float32)
+    inv = (np.float32(1) / scale).astype(np.float32)
+    q = tflite_round((offset[:, None].astype(np.float32) + x * inv[:, None]).astype(np.float64))
+    q = np.clip(q, -128, 127).astype(np.int32)
+    q[zero] = 0
+    return q, scale, offset

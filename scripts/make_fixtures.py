@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest.pop("_about", None)
     for name in args.models or list(MODELS):
         for variant in VARIANTS:
+            keras.backend.clear_session()  # layer names restart, whatever was built before
             keras.utils.set_random_seed(SEED)
             model = MODELS[name]()
             print(f"{name}_{variant}: converting", flush=True)

@@ -112,11 +112,6 @@ for _type_id, (_, _dtype) in TENSOR_TYPES.items():
     _TYPE_IDS_BY_DTYPE.setdefault(_dtype, _type_id)
 
 
-def _snake(name: str) -> str:
-    # The loader's conversion, so names round-trip exactly.
-    return snake_case(name)
-
-
 def options_type_for(op: str) -> str | None:
     """The BuiltinOptions table name for a builtin op name, or None if the op has no options."""
     if op in _IRREGULAR_OPTIONS:
@@ -151,7 +146,7 @@ def _option_fields(type_name: str) -> dict[str, _Field]:
             vector_dtype = _NUMBER_TYPES[match.group(1)]
         elif "UOffsetTRelativeSlot" in inspect.getsource(fn):
             continue  # a string or nested table field
-        fields[_snake(camel)] = _Field(fn, vector_dtype)
+        fields[snake_case(camel)] = _Field(fn, vector_dtype)
     return fields
 
 

@@ -8,8 +8,10 @@ sum stays far below 2**53, so the result is exact and BLAS-fast, unlike numpy's 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from offload.ops._base import OpKernel
 
 __all__ = [
+    "window_options",
     "Geometry",
     "geometry",
     "pad_spatial",
@@ -59,6 +62,16 @@ class Geometry:
     pad_right: int
 
 
+def window_options(opts: Mapping[str, Any]) -> tuple[tuple[int, int], tuple[int, int], str, str]:
+    """(stride, dilation, padding, fused activation) of a conv or pool node's options."""
+    return (
+        (opts.get("stride_h", 1), opts.get("stride_w", 1)),
+        (opts.get("dilation_h_factor", 1), opts.get("dilation_w_factor", 1)),
+        opts.get("padding", "SAME"),
+        opts.get("fused_activation_function", "NONE"),
+    )
+
+
 def _out_size(padding: str, size: int, filt: int, stride: int, dilation: int) -> int:
     effective = (filt - 1) * dilation + 1
     if padding == "SAME":
@@ -75,6 +88,7 @@ def _pad(size: int, filt: int, stride: int, dilation: int, out: int) -> tuple[in
     return total // 2, total // 2 + total % 2
 
 
+@functools.lru_cache(maxsize=512)
 def geometry(
     padding: str,
     in_hw: tuple[int, int],
@@ -82,7 +96,10 @@ def geometry(
     stride: tuple[int, int],
     dilation: tuple[int, int] = (1, 1),
 ) -> Geometry:
-    """TFLite's ComputePaddingHeightWidth: the output size and the padding on each side."""
+    """TFLite's ComputePaddingHeightWidth: the output size and the padding on each side.
+
+    Cached: a kernel sees the same shapes on every invoke, so this runs once per shape.
+    """
     out_h = _out_size(padding, in_hw[0], filter_hw[0], stride[0], dilation[0])
     out_w = _out_size(padding, in_hw[1], filter_hw[1], stride[1], dilation[1])
     top, bottom = _pad(in_hw[0], filter_hw[0], stride[0], dilation[0], out_h)

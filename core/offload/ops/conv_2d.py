@@ -25,6 +25,7 @@ from offload.ops._conv import (
     quantize_rows,
     scalar_quant,
     weight_value,
+    window_options,
 )
 from offload.ops._registry import register
 
@@ -38,11 +39,7 @@ class Conv2D(OpKernel):
     max_version = 8
 
     def setup(self) -> None:
-        opts = self.options
-        self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
-        self.dilation = (opts.get("dilation_h_factor", 1), opts.get("dilation_w_factor", 1))
-        self.padding = opts.get("padding", "SAME")
-        self.activation = opts.get("fused_activation_function", "NONE")
+        self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
         x, f = self.inputs[0], self.inputs[1]
         out_ch, kh, kw, f_in = f.shape
         self.kernel_hw = (kh, kw)

@@ -23,6 +23,7 @@ from offload.ops._conv import (
     quantize_rows,
     scalar_quant,
     weight_value,
+    window_options,
 )
 from offload.ops._registry import register
 
@@ -33,11 +34,7 @@ class DepthwiseConv2D(OpKernel):
     max_version = 7
 
     def setup(self) -> None:
-        opts = self.options
-        self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
-        self.dilation = (opts.get("dilation_h_factor", 1), opts.get("dilation_w_factor", 1))
-        self.padding = opts.get("padding", "SAME")
-        self.activation = opts.get("fused_activation_function", "NONE")
+        self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
         x, f, out = self.inputs[0], self.inputs[1], self.outputs[0]
         self.kernel_hw = (f.shape[1], f.shape[2])
         self.kind = kind_of(x, f)

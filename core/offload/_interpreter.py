@@ -3,11 +3,13 @@
 A program written for ``ai_edge_litert.interpreter.Interpreter`` runs unchanged with
 ``from offload import Interpreter``. Work is split as LiteRT splits it: ``allocate_tensors``
 plans (partitions, builds kernels, pre-transforms weights, initialises delegate partitions,
-allocates input buffers and the liveness table); ``invoke`` only runs the flat step list.
+allocates input buffers, the liveness table and the arena of intermediates, see
+:mod:`offload._arena`); ``invoke`` only runs the flat step list.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from offload._arena import StepTensors, plan_arena
 from offload._auto import choose_delegates
 from offload._delegate import Delegate, DelegateKernel
 from offload._graph import Model, Subgraph, Tensor
@@ -48,7 +51,7 @@ def _shape_str(a: Any) -> str:
 
 
 class _CompiledStep:
-    __slots__ = ("run", "inputs", "outputs", "release", "step", "label", "single")
+    __slots__ = ("run", "inputs", "outputs", "release", "step", "label", "single", "kernel")
 
     def __init__(
         self,
@@ -57,8 +60,10 @@ class _CompiledStep:
         outputs: tuple[int, ...],
         step: Step,
         label: str,
+        kernel: Any = None,
     ) -> None:
         self.run = run
+        self.kernel = kernel  # the CPU kernel; None for a delegate partition
         self.inputs = inputs
         self.outputs = outputs
         self.release: tuple[int, ...] = ()
@@ -95,6 +100,7 @@ class _Executor:
         self.restored: dict[int, str] = {}
         self.allocated = False
         self.profile: dict[int, list[float]] | None = None
+        self.arena: np.ndarray | None = None  # the block behind every arena slot
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -224,20 +230,64 @@ class _Executor:
                 kernel = self._cpu_kernel(n)
                 compiled.append(
                     _CompiledStep(
-                        kernel.run, node.inputs, node.outputs, Step("cpu", n), node.describe()
+                        kernel.run,
+                        node.inputs,
+                        node.outputs,
+                        Step("cpu", n),
+                        node.describe(),
+                        kernel,
                     )
                 )
-        self._assign_liveness(compiled)
+        keep = self._assign_liveness(compiled)
+        self._attach_arena(compiled, keep)
         self.compiled = compiled
         self.allocated = True
 
-    def _assign_liveness(self, compiled: list[_CompiledStep]) -> None:
+    def _attach_arena(self, compiled: list[_CompiledStep], keep: set[int]) -> None:
+        """Give kernels that can write into a preallocated array their output's arena slot.
+
+        Planned from the model's static shapes, so only while every input still has its
+        model shape: after a resize the intermediate shapes are known only at invoke, and
+        kernels allocate their outputs (LiteRT re-plans its arena the same way on resize).
+        """
+        self.arena = None
+        sg = self.subgraph
+        if self.preserve_all_tensors or any(
+            self.shapes[i] != sg.tensors[i].shape for i in sg.inputs
+        ):
+            return
+        nbytes: dict[int, int] = {}
+        for cs in compiled:
+            if cs.kernel is None or not cs.kernel.writes_into or not cs.single:
+                continue
+            t = sg.tensors[cs.outputs[0]]
+            shape = self.shapes[t.index]
+            if t.dtype.kind in "biuf" and all(d > 0 for d in shape):
+                nbytes[t.index] = int(np.prod(shape, dtype=np.int64)) * t.dtype.itemsize
+        steps = [
+            StepTensors(cs.inputs, cs.outputs, cs.kernel is not None and cs.kernel.writes_into)
+            for cs in compiled
+        ]
+        plan = plan_arena(steps, nbytes, keep)
+        if not plan.offsets:
+            return
+        self.arena, views = plan.views(
+            {t: self.shapes[t] for t in plan.offsets},
+            {t: sg.tensors[t].dtype for t in plan.offsets},
+        )
+        for cs in compiled:
+            view = views.get(cs.outputs[0]) if cs.kernel is not None and cs.single else None
+            if view is not None:
+                cs.run = functools.partial(cs.kernel.run, out=view)
+
+    def _assign_liveness(self, compiled: list[_CompiledStep]) -> set[int]:
+        """Release each intermediate after its last use; returns the tensors always kept."""
         sg = self.subgraph
         keep = set(sg.inputs) | set(sg.outputs)
         keep |= {t.index for t in sg.tensors if t.is_constant or t.is_variable}
         keep |= set(self.folded)
         if self.preserve_all_tensors:
-            return
+            return keep
         last_use: dict[int, int] = {}
         for pos, cs in enumerate(compiled):
             for t in (*cs.inputs, *cs.outputs):
@@ -248,6 +298,7 @@ class _Executor:
             releases.setdefault(pos, []).append(t)
         for pos, cs in enumerate(compiled):
             cs.release = tuple(releases.get(pos, ()))
+        return keep
 
     def _allocate_buffers(self) -> None:
         sg = self.subgraph

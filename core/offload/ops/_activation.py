@@ -21,6 +21,9 @@ def relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.clip(x, zero, x.dtype.type(np.inf), out=out)
 
 
+relu.takes_out = True  # type: ignore[attr-defined]
+
+
 def apply_fused_activation(x: np.ndarray, activation: str | None) -> np.ndarray:
     """Apply a fused activation in place where possible; returns the result."""
     if activation in (None, "NONE"):

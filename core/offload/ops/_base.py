@@ -36,6 +36,11 @@ class OpKernel:
 
     op: ClassVar[str] = ""
     max_version: ClassVar[int] = 1
+    # True when ``run`` accepts ``out=``: a preallocated array (an arena slot) of the output
+    # tensor's planned shape and dtype. The kernel then returns ``out`` filled, or a fresh
+    # array when ``out`` does not fit the actual result; never a view of an input. May be
+    # set per instance in ``setup`` (a kernel whose quantized path cannot write in place).
+    writes_into: bool = False
 
     def __init__(
         self, node: Node, subgraph: Subgraph, folded: Mapping[int, np.ndarray] | None = None
@@ -66,6 +71,11 @@ class OpKernel:
 
     def setup(self) -> None:
         """Read options and pre-transform constant inputs. Called once, at planning time."""
+
+    @staticmethod
+    def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> bool:
+        """Whether an ``out`` array given to a ``writes_into`` kernel can hold the result."""
+        return out is not None and out.shape == tuple(shape) and out.dtype == dtype
 
     def run(self, *inputs: np.ndarray | None) -> KernelResult:
         """Compute the node's outputs from its input arrays (None for omitted inputs).

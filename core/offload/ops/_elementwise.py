@@ -133,6 +133,14 @@ class BinaryOp(OpKernel):
                     f"{self.node.describe()}: quantized {self.inputs[0].dtype} inputs are not "
                     "supported by this kernel"
                 )
+        fn = getattr(type(self), "fn", None)
+        self.writes_into = (
+            self._quantized is None
+            and self.dtype.kind == "f"
+            and (isinstance(fn, np.ufunc) or getattr(fn, "takes_out", False))
+            and type(self).compute is BinaryOp.compute
+            and type(self).run is BinaryOp.run
+        )
 
     def quantized(self) -> QuantizedFn | None:
         """The fixed-point rule for quantized inputs, or None where there is none."""
@@ -141,38 +149,51 @@ class BinaryOp(OpKernel):
     def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return type(self).fn(a, b)
 
-    def _channel_rows(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    def _channel_rows(
+        self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None
+    ) -> np.ndarray | None:
         """a op b on (rows, W*C) views when b is a constant per-channel vector, else None.
 
         numpy broadcasts a (C,) operand one C-long row at a time, several times slower than
         a pass over long rows; tiling the constant to W*C once per shape avoids that.
         """
-        if self._constant_b is None or a.ndim < 3 or b.size < 2 or b.shape[-1] != a.shape[-1]:
+        if a.ndim < 3 or b.size < 2 or b.shape[-1] != a.shape[-1] or b.size != b.shape[-1]:
             return None
-        if b.size != b.shape[-1] or b.ndim > a.ndim or not a.flags.c_contiguous:
+        if b.ndim > a.ndim or not a.flags.c_contiguous:
             return None
         if self._tiled is None or self._tiled[0] != a.shape:
             self._tiled = (a.shape, np.tile(b.reshape(-1), a.shape[-2]))
         rows = a.reshape(-1, a.shape[-2] * a.shape[-1])
-        return np.asarray(self.compute(rows, self._tiled[1])).reshape(a.shape)
+        into = out.reshape(rows.shape) if self.fits(out, a.shape, self.dtype) else None
+        return self._compute(rows, self._tiled[1], into).reshape(a.shape)
 
-    def run(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def _compute(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        if out is not None and self.writes_into:
+            return type(self).fn(a, b, out=out)  # type: ignore[call-arg]
+        return np.asarray(self.compute(a, b))
+
+    def run(  # type: ignore[override]
+        self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         if self._quantized is not None:
             return self._quantized(a, b)
         with np.errstate(all="ignore"):
-            out = self._channel_rows(a, b) if b is self._constant_b else None
-            if out is None:
-                out = np.asarray(self.compute(a, b))
-        clamp = self.clamp_float and out.dtype.kind == "f"
+            result = self._channel_rows(a, b, out) if self._constant_b is not None else None
+            if result is None:
+                shape = np.broadcast_shapes(a.shape, b.shape)
+                result = self._compute(a, b, out if self.fits(out, shape, self.dtype) else None)
+        clamp = self.clamp_float and result.dtype.kind == "f"
         if clamp or self.activation != "NONE":
-            # Clamp in place when the result is a fresh array; a view of an input is copied.
-            if out is a or out is b or out.base is not None or not out.flags.writeable:
-                out = out.copy()
+            # Clamp in place when the result is ours (fresh, or the arena slot); a view of an
+            # input is copied first.
+            fresh = result.base is None and result is not a and result is not b
+            if not (fresh or (out is not None and np.may_share_memory(result, out))):
+                result = result.copy()
             if clamp:
-                out = float_clamp(out, self.activation)
+                result = float_clamp(result, self.activation)
             else:
-                out = apply_fused_activation(out, self.activation)
-        return out.astype(self.dtype, copy=False)
+                result = apply_fused_activation(result, self.activation)
+        return result.astype(self.dtype, copy=False)
 
 
 class ComparisonOp(BinaryOp):
@@ -267,6 +288,15 @@ class UnaryOp(OpKernel):
                     f"{self.node.describe()}: quantized {self.inputs[0].dtype} input is not "
                     "supported by this kernel"
                 )
+        fn = getattr(type(self), "fn", None)
+        self.writes_into = (
+            self._quantized is None
+            and self.dtype.kind == "f"
+            and self.inputs[0] is not None
+            and self.inputs[0].dtype == self.dtype
+            and (isinstance(fn, np.ufunc) or getattr(fn, "takes_out", False))
+            and type(self).run is UnaryOp.run
+        )
 
     def quantized(self) -> QuantizedFn | None:
         lut_fn = type(self).lut_fn
@@ -284,12 +314,17 @@ class UnaryOp(OpKernel):
             return lambda x: int16_lut_lookup(table, x)
         return Lut(lut_from_float(fn, in_t.quantization, out_t.quantization, self.dtype))
 
-    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def run(  # type: ignore[override]
+        self, x: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         if self._quantized is not None:
             return self._quantized(x)
+        fn = type(self).fn
         with np.errstate(all="ignore"):
-            out = np.asarray(type(self).fn(x))
-        return out.astype(self.dtype, copy=False)
+            if self.writes_into and self.fits(out, x.shape, self.dtype):
+                return fn(x, out=out)  # type: ignore[call-arg]
+            result = np.asarray(fn(x))
+        return result.astype(self.dtype, copy=False)
 
 
 def relu_x_lut(in_tensor: Tensor, out_tensor: Tensor, act_min: float, act_max: float | None) -> Lut:

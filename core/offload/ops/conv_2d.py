@@ -56,6 +56,10 @@ class Conv2D(OpKernel):
             self.scales = scales if self.per_channel else scales[:1]
         elif self.kind == "quantized":
             self._setup_quantized(out_ch)
+        self.writes_into = self.kind == "float"
+        self._bias_const = self.constant(2) if len(self.inputs) > 2 else None
+        # The constant bias tiled to one output row (OW*C), for the latest output shape.
+        self._bias_row: tuple[tuple[int, ...], np.ndarray] | None = None
 
     def _setup_quantized(self, out_ch: int) -> None:
         x, f, bias, out = self.inputs[0], self.inputs[1], self._bias_tensor(), self.outputs[0]
@@ -95,7 +99,18 @@ class Conv2D(OpKernel):
         grouped = cols.reshape(m, taps, g, -1).transpose(2, 0, 1, 3).reshape(g, m, -1)
         return np.matmul(grouped, w).transpose(1, 0, 2).reshape(m, -1)
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _add_bias(self, out: np.ndarray, bias: np.ndarray) -> None:
+        """out (N, OH, OW, C) += bias. A constant bias is tiled to whole rows once: numpy
+        broadcasts a (C,) vector C values at a time, several times slower on small C."""
+        if self._bias_const is None or out.ndim != 4 or not out.flags.c_contiguous:
+            out += bias
+            return
+        if self._bias_row is None or self._bias_row[0] != out.shape:
+            row = np.tile(np.asarray(self._bias_const, np.float32).ravel(), out.shape[2])
+            self._bias_row = (out.shape, row)
+        out.reshape(-1, out.shape[2] * out.shape[3])[...] += self._bias_row[1]
+
+    def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         x, f = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         w = self.w if self.w is not None else self._gemm_weights(f)
@@ -104,10 +119,15 @@ class Conv2D(OpKernel):
         shape = (n, g.out_h, g.out_w, w.shape[0] * w.shape[2])
         if self.kind == "float":
             cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride, self.dilation)
-            out = self._gemm(cols, w)
+            if self.groups == 1 and self.fits(out, shape, np.dtype(np.float32)):
+                assert out is not None
+                result = out
+                np.matmul(cols, w[0], out=out.reshape(cols.shape[0], shape[3]))
+            else:
+                result = self._gemm(cols, w).reshape(shape)
             if bias is not None:
-                out += bias
-            return apply_fused_activation(out.reshape(shape), self.activation)
+                self._add_bias(result, bias)
+            return apply_fused_activation(result, self.activation)
         if self.kind == "hybrid":
             return self._run_hybrid(x, w, bias, g, shape)
         xf = x.astype(np.float64) - self.x_zp

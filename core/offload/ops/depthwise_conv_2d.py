@@ -78,6 +78,7 @@ class DepthwiseConv2D(OpKernel):
         # One plan, for the latest input shape: a resize replaces it rather than adding one.
         self._plan: tuple[tuple[int, ...], _FloatPlan] | None = None
         self._fast = self.kind == "float" and self.w is not None and out_ch == x.shape[3]
+        self.writes_into = self._fast
 
     def _tap_weights(self, w: np.ndarray) -> np.ndarray:
         """(1, KH, KW, C*M) -> (KH, KW, C*M) in the arithmetic's dtype, zero point removed."""
@@ -150,13 +151,19 @@ class DepthwiseConv2D(OpKernel):
             out_shape=(n, g.out_h, g.out_w, c),
         )
 
-    def _run_float_plan(self, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    def _run_float_plan(
+        self, x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None
+    ) -> np.ndarray:
         if self._plan is None or self._plan[0] != x.shape:
             self._plan = (x.shape, self._float_plan(x.shape))
         plan = self._plan[1]
         for interior, columns in plan.fills:
             np.copyto(interior, x[:, :, columns])
-        acc = np.empty(plan.scratch.shape, np.float32)
+        if self.fits(out, plan.out_shape, np.dtype(np.float32)):
+            assert out is not None
+            acc = out.reshape(plan.scratch.shape)
+        else:
+            acc = np.empty(plan.scratch.shape, np.float32)
         np.multiply(plan.taps[0], plan.weights[0], out=acc)
         for tap, weights in zip(plan.taps[1:], plan.weights[1:]):
             np.multiply(tap, weights, out=plan.scratch)
@@ -168,11 +175,11 @@ class DepthwiseConv2D(OpKernel):
             out += bias
         return apply_fused_activation(out, self.activation)
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         x, f = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         if self._fast and x.dtype == np.float32:
-            return self._run_float_plan(x, bias)
+            return self._run_float_plan(x, bias, out)
         w = self.w if self.w is not None else self._tap_weights(f)
         n, h, wd, c = x.shape
         out_ch = w.shape[2]

@@ -150,7 +150,8 @@ class MemoryProbe:
 
 
 def tensor_bytes(interpreter: Interpreter) -> dict[str, int]:
-    """Bytes held by the interpreter's tensor buffers and by kernels that report ``nbytes``."""
+    """Bytes held by the interpreter's tensor buffers, its arena of intermediates, and by
+    kernels that report ``nbytes``."""
     ex = interpreter._executor
     seen: set[int] = set()
     total = constant = 0
@@ -167,6 +168,7 @@ def tensor_bytes(interpreter: Interpreter) -> dict[str, int]:
     return {
         "tensors": total,
         "constant_tensors": constant,
+        "arena": 0 if ex.arena is None else int(ex.arena.nbytes),
         "delegate_buffers": delegate,
         "cpu_kernel_buffers": cpu,
     }
@@ -443,7 +445,7 @@ def _print_single(result: dict[str, Any]) -> None:
     )
     print(
         f"Memory held: tensors={_mb(mem['tensors'])} (constants {_mb(mem['constant_tensors'])}) "
-        f"delegate buffers={_mb(mem['delegate_buffers'])}"
+        f"arena={_mb(mem['arena'])} delegate buffers={_mb(mem['delegate_buffers'])}"
     )
     if "op_profile" in result:
         print("\nPer-op profile (ms per invoke)")

@@ -78,27 +78,7 @@ def test_public_model_type(path: Path) -> None:
     assert offload.load_model(path).model_type == expected
 
 
-# Fully integer LSTM (int8 activations through UNIDIRECTIONAL_SEQUENCE_LSTM) has no CPU kernel
-# yet; it must fail with the typed error naming the op, and this entry goes when it lands.
-KNOWN_GAPS = {"lstm_int8.tflite": "fully integer UNIDIRECTIONAL_SEQUENCE_LSTM is not implemented"}
-
-
-@pytest.mark.parametrize(
-    "path,model_type",
-    [
-        pytest.param(
-            p,
-            t,
-            marks=pytest.mark.xfail(
-                raises=offload.errors.UnsupportedOpError, strict=True, reason=KNOWN_GAPS[p.name]
-            ),
-        )
-        if p.name in KNOWN_GAPS
-        else (p, t)
-        for p, t in FIXTURES
-    ],
-    ids=[p.name for p, _ in FIXTURES],
-)
+@pytest.mark.parametrize("path,model_type", FIXTURES, ids=[p.name for p, _ in FIXTURES])
 def test_fixture_matches_litert(path: Path, model_type: str) -> None:
     """Fixtures of all five model types match LiteRT within the issue's tolerances."""
     assert _compare(path) == []

@@ -381,6 +381,11 @@ def _partition_runner(kernel: DelegateKernel) -> Callable[..., Any]:
 def _variable_initial_value(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
     if t.is_constant and t.sparsity is None:
         return np.array(t.constant_value(), copy=True)
+    q = t.quantization
+    if t.dtype == np.int8 and q is not None and q.zero_point.size:
+        # LiteRT's ResetVariableTensor starts int8 state at its zero point (real 0.0); other
+        # types start at 0 bytes.
+        return np.full(shape, int(q.zero_point[0]), np.int8)
     return np.zeros(shape, dtype=t.dtype)
 
 

@@ -413,17 +413,154 @@ def test_rnn_matches_litert(op, hybrid):
     assert_stateful_match(b.build(), shape)
 
 
+def integer_lstm_model(
+    *,
+    time_major=True,
+    peephole=False,
+    proj=False,
+    cifg=False,
+    layer_norm=False,
+    clip=False,
+    intermediates=5,
+):
+    """A one-op fully integer (8x8->16) UNIDIRECTIONAL_SEQUENCE_LSTM with random int8
+    weights, laid out as the TFLite converter emits it: (bytes, input shape)."""
+    t, n_batch, n_input, n_cell, n_output = 4, 3, 6, 8, 5 if proj else 8
+    b = builder.ModelBuilder()
+    shape = (t, n_batch, n_input) if time_major else (n_batch, t, n_input)
+    x_q, h_q = (1 / 128, 3), (1 / 100, -4)
+    x = b.add_input("x", shape, np.int8, quantization=x_q)
+
+    def int8_weights(name, rows, cols):
+        w = RNG.integers(-127, 128, (rows, cols)).astype(np.int8)
+        return b.add_constant(name, w, quantization=(0.6 / 127, 0))
+
+    def int32_bias(name, n, scale):
+        return b.add_constant(
+            name, RNG.integers(-2000, 2000, n).astype(np.int32), quantization=(scale, 0)
+        )
+
+    def int16_vector(name, n, scale):
+        v = RNG.integers(-20000, 20000, n).astype(np.int16)
+        return b.add_constant(name, v, quantization=(scale, 0))
+
+    def gates(make, skip_input):
+        return [-1 if (g == "i" and skip_input) else make(g) for g in "ifco"]
+
+    ins = [x]
+    ins += gates(lambda g: int8_weights(f"w{g}", n_cell, n_input), cifg)
+    ins += gates(lambda g: int8_weights(f"r{g}", n_cell, n_output), cifg)
+    ins += [(-1 if cifg else int16_vector("pi", n_cell, 1e-5)) if peephole else -1]
+    ins += [int16_vector(f"p{g}", n_cell, 1e-5) if peephole else -1 for g in "fo"]
+    ins += gates(lambda g: int32_bias(f"b{g}", n_cell, x_q[0] * 0.6 / 127), cifg)
+    if proj:
+        ins += [int8_weights("proj", n_output, n_cell), int32_bias("pb", n_output, 1e-4)]
+    else:
+        ins += [-1, -1]
+    ins += [
+        b.add_tensor("h", (n_batch, n_output), np.int8, quantization=h_q, is_variable=True),
+        b.add_tensor(
+            "c", (n_batch, n_cell), np.int16, quantization=(2.0**-11, 0), is_variable=True
+        ),
+    ]
+    if layer_norm:
+        ins += gates(lambda g: int16_vector(f"ln{g}", n_cell, 3e-5), cifg)
+    mids = [
+        b.add_tensor(f"{g}_intermediate", (0,), np.int16, quantization=(2.0**-10, 0))
+        if layer_norm
+        else b.add_tensor(f"{g}_intermediate", (0,))
+        for g in "ifco"
+    ]
+    mids.append(b.add_tensor("hidden", (0,), np.int8, quantization=(1 / 120, 2)))
+    y = b.add_tensor("y", shape[:-1] + (n_output,), np.int8, quantization=h_q)
+    options = {
+        "fused_activation_function": "TANH",
+        "cell_clip": 0.3 if clip else 0.0,
+        "proj_clip": 0.25 if clip else 0.0,
+        "time_major": time_major,
+    }
+    b.add_operator(
+        "UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [y], options, intermediates=mids[:intermediates]
+    )
+    b.add_output(y)
+    return b.build(), shape
+
+
+def assert_integer_stateful_match(content: bytes, shape, invokes: int = 3):
+    """Invoke offload's kernel and LiteRT several times on int8 input: bit-exact outputs, and
+    the int8 output state / int16 cell state carry over (starting, as in LiteRT, at the
+    output state's zero point and zero)."""
+    ref = reference(content)
+    sg, node, kernel = single_node(content)
+    states = {}
+    for i in node.inputs[18:20]:
+        t = sg.tensors[i]
+        states[i] = np.full(
+            t.shape, t.quantization.zero_point[0] if t.dtype == np.int8 else 0, t.dtype
+        )
+    for _ in range(invokes):
+        x = RNG.integers(-128, 128, shape).astype(np.int8)
+        ref.set_tensor(ref.get_input_details()[0]["index"], x)
+        ref.invoke()
+        want = ref.get_tensor(ref.get_output_details()[0]["index"])
+        ins = [
+            None
+            if i < 0
+            else states[i]
+            if i in states
+            else x
+            if i == node.inputs[0]
+            else sg.tensors[i].constant_value()
+            for i in node.inputs
+        ]
+        got = kernel.run(*ins)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+INTEGER_LSTM_VARIANTS = {
+    "plain": {},
+    "batch-major": {"time_major": False},
+    "clipped": {"clip": True},
+    "peephole": {"peephole": True},
+    "cifg+peephole": {"cifg": True, "peephole": True},
+    "projection": {"proj": True, "clip": True},
+    "peephole+projection": {"peephole": True, "proj": True},
+    "batch-major-peephole+projection": {"peephole": True, "proj": True, "time_major": False},
+    "layer-norm": {"layer_norm": True},
+    "layer-norm+cifg+peephole+projection": {
+        "layer_norm": True,
+        "cifg": True,
+        "peephole": True,
+        "proj": True,
+    },
+}
+
+
+@pytest.mark.parametrize("variant", INTEGER_LSTM_VARIANTS)
+def test_integer_unidirectional_sequence_lstm_matches_litert(variant):
+    """Fully integer (8x8->16) UNIDIRECTIONAL_SEQUENCE_LSTM is bit-exact with LiteRT across
+    invokes, with and without peephole, CIFG, projection, layer norm and clipping."""
+    assert_integer_stateful_match(*integer_lstm_model(**INTEGER_LSTM_VARIANTS[variant]))
+
+
+def test_integer_lstm_without_intermediates_is_unsupported():
+    """An int8 LSTM lacking the converter's 5 intermediates raises a typed error saying so."""
+    content, _ = integer_lstm_model(intermediates=0)
+    with pytest.raises(offload.errors.UnsupportedOpError, match="expected 5 intermediate"):
+        single_node(content)
+
+
 def test_fixture_lstm_models_match_litert():
-    """Keras-generated float and dynamic-range LSTM fixtures match LiteRT over three invokes.
+    """Keras-generated LSTM fixtures of every model type (float, dynamic-range, fully integer)
+    match LiteRT over three invokes.
 
     Whole models, not node by node: LiteRT's preserved state tensors hold the state *after*
     the invoke, so feeding them back into one node would compare the wrong step.
     """
     fixtures = sorted((Path(__file__).parent.parent / "fixtures").glob("lstm_*.tflite"))
-    fixtures = [p for p in fixtures if load_model(str(p)).model_type in ("float32", "float16",
-                                                                           "dynamic_range")]
     if not fixtures:
-        pytest.skip("no float LSTM fixture models under tests/fixtures")
+        pytest.skip("no LSTM fixture models under tests/fixtures")
     for path in fixtures:
         ours = offload.Interpreter(model_path=str(path))
         ours.allocate_tensors()
@@ -436,5 +573,6 @@ def test_fixture_lstm_models_match_litert():
                 interp.set_tensor(detail["index"], x)
                 interp.invoke()
             out = ref.get_output_details()[0]["index"]
-            np.testing.assert_allclose(ours.get_tensor(out), ref.get_tensor(out), rtol=1e-5,
-                                       atol=1e-5, err_msg=str(path))
+            np.testing.assert_allclose(
+                ours.get_tensor(out), ref.get_tensor(out), rtol=1e-5, atol=1e-5, err_msg=str(path)
+            )

@@ -1,6 +1,6 @@
 """The recurrent family (LSTM, UNIDIRECTIONAL_SEQUENCE_LSTM, RNN, UNIDIRECTIONAL_SEQUENCE_RNN):
 one time step in float32, or in LiteRT's *hybrid* form where int8 weights meet float
-activations (dynamic-range models).
+activations (dynamic-range models). The fully integer step is in ``_lstm_integer.py``.
 
 The hybrid form follows ``lstm_eval.cc``/``basic_rnn.cc``: each step quantizes its float
 operands per batch row (symmetric to +-127, or asymmetric when ``asymmetric_quantize_inputs``),
@@ -104,6 +104,8 @@ def maybe_quantize(x: np.ndarray, hybrid: bool, asymmetric: bool) -> tuple | Non
 class LstmCell:
     """The weights of a full LSTM and its step function; built from the op's 24 inputs."""
 
+    work_dtype = np.float32  # the dtype ``step`` computes in
+
     def __init__(self, kernel: object, values: list[np.ndarray | None]) -> None:
         inputs: list[Tensor | None] = kernel.inputs  # type: ignore[attr-defined]
         options = kernel.options  # type: ignore[attr-defined]
@@ -116,7 +118,8 @@ class LstmCell:
         if inputs[0].dtype != np.float32:
             raise UnsupportedOpError(
                 f"{describe}: expected a float32 input (float or dynamic-range model), found "
-                f"{inputs[0].type_name}; fully integer LSTM is not implemented"
+                f"{inputs[0].type_name}; the fully integer path takes int8 input and is "
+                "implemented for UNIDIRECTIONAL_SEQUENCE_LSTM only"
             )
 
         def tensor(i: int) -> Tensor | None:
@@ -235,16 +238,18 @@ _STATE_INPUTS = (0, OUTPUT_STATE, CELL_STATE)
 
 
 class LstmKernelMixin:
-    """Builds the :class:`LstmCell` once from constant weights (or per run if they are not)."""
+    """Builds the cell (:class:`LstmCell` unless told otherwise) once from constant weights,
+    or per run if they are not constant."""
 
-    def build_cell(self) -> None:
+    def build_cell(self, cell_class: type = LstmCell) -> None:
+        self.cell_class = cell_class
         positions = [i for i in range(len(self.inputs)) if i not in _STATE_INPUTS]
         values = [self.constant(i) for i in range(len(self.inputs))]
         missing = [i for i in positions if self.inputs[i] is not None and values[i] is None]
-        self.cell = None if missing else LstmCell(self, values)
+        self.cell = None if missing else cell_class(self, values)
 
     def cell_for(self, inputs: tuple) -> LstmCell:
-        return self.cell if self.cell is not None else LstmCell(self, list(inputs))
+        return self.cell if self.cell is not None else self.cell_class(self, list(inputs))
 
 
 class RnnCell:

@@ -7,6 +7,7 @@ numpy arrays so intermediate products never overflow.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -26,6 +27,9 @@ __all__ = [
     "activation_range_quantized",
     "requantize",
     "quantize_rows",
+    "inv_sqrt_quantized_multiplier",
+    "fixed_point_logistic_int16",
+    "fixed_point_tanh_int16",
 ]
 
 _INT32_MIN = -(2**31)
@@ -202,3 +206,169 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
     q = np.clip(q, -128, 127).astype(np.int32)
     q[zero] = 0
     return q, scale, offset
+
+
+def _wrap32(x: int) -> int:
+    return ((x + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def _saturating_shift_left32(x: int, exponent: int) -> int:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent, on an int32."""
+    threshold = (1 << (31 - exponent)) - 1
+    if x > threshold:
+        return _INT32_MAX
+    if x < -threshold:
+        return _INT32_MIN
+    return x << exponent
+
+
+def inv_sqrt_quantized_multiplier(value: int, reverse_shift: int) -> tuple[int, int]:
+    """TFLite's GetInvSqrtQuantizedMultiplierExp: ``1/sqrt(value)`` as (Q0.31 multiplier,
+    shift), by five Newton-Raphson steps in gemmlowp's int32 Q3.28 fixed point."""
+
+    def mul(a: int, b: int) -> int:
+        return int(saturating_rounding_doubling_high_mul(a, b))
+
+    if value <= 1:
+        return _INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (32 - value.bit_length() - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = int(rounding_divide_by_pot(value >> 1, 1))
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28  # 1.0 in Q3.28
+    for _ in range(5):
+        x3 = _saturating_shift_left32(mul(mul(x, x), x), 6)
+        x = _saturating_shift_left32(_wrap32(mul(half_three, x) - mul(half_input, x3)), 3)
+    x = mul(x, 1518500250)  # sqrt(2)/2 in Q0.31
+    if shift < 0:
+        x = _wrap32(x << -shift)
+        shift = 0
+    return x, shift * reverse_shift
+
+
+# gemmlowp's fixed-point transcendental functions on int16 raw values (held in int64 arrays).
+# Qm.n values with m integer bits; plain adds and negations wrap like C++ int16 casts, the
+# doubling high multiply and rescales saturate, exactly as gemmlowp's scalar int16 code.
+
+_INT16_ONE = 32767  # 1.0 in Q0.15 (gemmlowp's One() for zero integer bits)
+
+
+def _wrap16(x: np.ndarray) -> np.ndarray:
+    return ((x + 32768) & 0xFFFF) - 32768
+
+
+def _mul16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul on int16 values."""
+    ab = a * b
+    total = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    high = np.where(total >= 0, total >> 15, -((-total) >> 15))
+    return np.where((a == -32768) & (b == -32768), 32767, _wrap16(high))
+
+
+def _rescale16(x: np.ndarray, src_bits: int, dst_bits: int) -> np.ndarray:
+    """gemmlowp's Rescale: change integer bits, saturating up or rounding down."""
+    exponent = src_bits - dst_bits
+    if exponent < 0:
+        return rounding_divide_by_pot(x, -exponent)
+    if exponent == 0:
+        return x
+    threshold = (1 << (15 - exponent)) - 1
+    shifted = np.clip(x << exponent, -32768, 32767)
+    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, shifted))
+
+
+def _const16(raw32: int) -> int:
+    """A gemmlowp constant given in 32-bit raw form, rounded to 16 bits."""
+    return int(rounding_divide_by_pot(raw32, 16))
+
+
+def _exp_quarter16(a: np.ndarray) -> np.ndarray:
+    """exp(a) for a in [-1/4, 0), Q0.15 in and out (Taylor series around -1/8)."""
+    constant = _const16(1895147668)
+    one_third = _const16(715827883)
+    x = _wrap16(a + (1 << 12))
+    x2 = _mul16(x, x)
+    x3 = _mul16(x2, x)
+    x4 = _mul16(x2, x2)
+    tail = _wrap16(_mul16(_wrap16(rounding_divide_by_pot(x4, 2) + x3), one_third) + x2)
+    tail = rounding_divide_by_pot(tail, 1)
+    return np.clip(constant + _mul16(constant, _wrap16(x + tail)), -32768, 32767)
+
+
+_EXP_BARREL = (
+    (-2, 1672461947),
+    (-1, 1302514674),
+    (0, 790015084),
+    (1, 290630308),
+    (2, 39332535),
+    (3, 720401),
+    (4, 242),
+)
+
+
+def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    """exp(a) for a <= 0 in Q{integer_bits}, result in Q0.15."""
+    fractional = 15 - integer_bits
+    quarter = 1 << (fractional - 2)
+    a_mod = _wrap16((a & (quarter - 1)) - quarter)
+    result = _exp_quarter16(_rescale16(a_mod, integer_bits, 0))
+    remainder = _wrap16(a_mod - a)
+    for exponent, multiplier in _EXP_BARREL:
+        if integer_bits > exponent:
+            bit = (remainder & (1 << (fractional + exponent))) != 0
+            result = np.where(bit, _mul16(result, _const16(multiplier)), result)
+    if integer_bits > 5:
+        clamp = _const16(-(1 << (36 - integer_bits)))
+        result = np.where(a < clamp, 0, result)
+    return np.where(a == 0, _INT16_ONE, result)
+
+
+def _newton_reciprocal16(a: np.ndarray) -> np.ndarray:
+    """Newton-Raphson estimate of 1 / ((1 + a) / 2) for a in (0, 1): Q2.13 out."""
+    total = a + _INT16_ONE
+    total = total + np.where(total >= 0, 1, -1)  # RoundingHalfSum: (a + 1 + sign) / 2, truncated
+    half_denominator = _wrap16(np.where(total >= 0, total // 2, -((-total) // 2)))
+    one = 1 << 13  # 1.0 in Q2.13
+    x = _wrap16(_const16(1515870810) + _mul16(half_denominator, _const16(-1010580540)))
+    for _ in range(3):
+        error = _wrap16(one - _mul16(half_denominator, x))
+        x = _wrap16(x + _rescale16(_mul16(x, error), 4, 2))
+    return x
+
+
+@functools.cache
+def _logistic_table(integer_bits: int) -> np.ndarray:
+    a = np.arange(-32768, 32768, dtype=np.int64)
+    positive = a > 0
+    magnitude = np.where(positive, a, _wrap16(-a))
+    exp = _exp_negative16(_wrap16(-magnitude), integer_bits)
+    if_positive = _rescale16(_newton_reciprocal16(exp), 1, 0)  # x / 2, from Q1 to Q0
+    if_negative = _wrap16(_INT16_ONE - if_positive)
+    out = np.where(a == 0, 1 << 14, np.where(positive, if_positive, if_negative))
+    return out.astype(np.int16)
+
+
+@functools.cache
+def _tanh_table(integer_bits: int) -> np.ndarray:
+    a = np.arange(-32768, 32768, dtype=np.int64)
+    negative = a < 0
+    n = np.where(negative, a, _wrap16(-a))
+    exp = _exp_negative16(n, integer_bits + 1)  # exp(2n): the same raw value, one more bit
+    t = _rescale16(_wrap16(_newton_reciprocal16(exp) - (1 << 13)), 2, 0)
+    out = np.where(a == 0, 0, np.where(negative, _wrap16(-t), t))
+    return out.astype(np.int16)
+
+
+def fixed_point_logistic_int16(raw: np.ndarray, integer_bits: int) -> np.ndarray:
+    """gemmlowp's ``logistic`` on int16 Q{integer_bits} values: Q0.15 results (int16)."""
+    return _logistic_table(integer_bits)[np.asarray(raw, np.int64) + 32768]
+
+
+def fixed_point_tanh_int16(raw: np.ndarray, integer_bits: int) -> np.ndarray:
+    """gemmlowp's ``tanh`` on int16 Q{integer_bits} values: Q0.15 results (int16)."""
+    return _tanh_table(integer_bits)[np.asarray(raw, np.int64) + 32768]

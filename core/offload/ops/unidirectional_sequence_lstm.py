@@ -1,13 +1,25 @@
 """UNIDIRECTIONAL_SEQUENCE_LSTM: a full LSTM run over a sequence (time-major [T, B, I] or
-batch-major [B, T, I]); float or hybrid int8 weights; see ``_lstm.py``."""
+batch-major [B, T, I]); float or hybrid int8 weights (``_lstm.py``), or fully integer with
+int8 activations and an int16 cell state (``_lstm_integer.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from offload.ops._base import OpKernel
-from offload.ops._lstm import CELL_STATE, OUTPUT_STATE, LstmKernelMixin
+from offload.ops._lstm import CELL_STATE, OUTPUT_STATE, LstmCell, LstmKernelMixin
+from offload.ops._lstm_integer import IntegerLstmCell
 from offload.ops._registry import register
+
+
+def _scan(cell, seq: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple:
+    """Step ``cell`` over time-major ``seq`` [T, B, I]: (outputs [T, B, O], last h, last c)."""
+    steps = []
+    for t in range(seq.shape[0]):
+        h, c = cell.step(seq[t], h, c)
+        steps.append(h)
+    out = np.stack(steps) if steps else np.zeros((0, *h.shape), h.dtype)
+    return out, h, c
 
 
 @register
@@ -17,23 +29,31 @@ class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
 
     def setup(self) -> None:
         self.time_major = bool(self.options.get("time_major", False))
-        self.build_cell()
+        integer = self.inputs[0].dtype == np.int8
+        self.build_cell(IntegerLstmCell if integer else LstmCell)
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         cell = self.cell_for(inputs)
+        work = cell.work_dtype
         h_state, c_state = inputs[OUTPUT_STATE], inputs[CELL_STATE]
-        x = np.asarray(inputs[0], np.float32)
+        x = np.asarray(inputs[0]).astype(work)
         if x.ndim == 2:  # an unbatched sequence [T, I]
             x = x[:, None, :] if self.time_major else x[None]
         seq = x if self.time_major else np.swapaxes(x, 0, 1)
         n_batch = seq.shape[1]
-        h = np.asarray(h_state, np.float32).reshape(n_batch, -1)
-        c = np.asarray(c_state, np.float32).reshape(n_batch, -1)
-        steps = []
-        for t in range(seq.shape[0]):
-            h, c = cell.step(seq[t], h, c)
-            steps.append(h)
-        out = np.stack(steps) if steps else np.zeros((0, n_batch, h.shape[1]), np.float32)
+        h = np.asarray(h_state).astype(work).reshape(n_batch, -1)
+        c = np.asarray(c_state).astype(work).reshape(n_batch, -1)
+        if isinstance(cell, IntegerLstmCell) and not self.time_major:
+            # LiteRT steps a batch-major integer sequence one batch row at a time; rows are
+            # independent except through its peephole quirk (see _lstm_integer).
+            rows = [
+                _scan(cell, seq[:, b : b + 1], h[b : b + 1], c[b : b + 1]) for b in range(n_batch)
+            ]
+            out = np.concatenate([r[0] for r in rows], axis=1)
+            h = np.concatenate([r[1] for r in rows])
+            c = np.concatenate([r[2] for r in rows])
+        else:
+            out, h, c = _scan(cell, seq, h, c)
         if not self.time_major:
             out = np.swapaxes(out, 0, 1)
         h_state[...] = h.reshape(h_state.shape)

@@ -61,7 +61,9 @@ def test_device_selection_by_name_and_index() -> None:
 def test_declared_ops_follow_litert() -> None:
     """LiteRT's GPU op list with its version limits, rank <= 4, SOFTMAX beta == 1."""
     caps = GpuOpenCLDelegate().capabilities
-    assert caps.op("DEPTHWISE_CONV_2D").versions == (1, 3)
+    # With quantization on, the int8 and hybrid (dynamic-range) versions of the convolutions.
+    assert caps.op("DEPTHWISE_CONV_2D").versions == (1, 6)
+    assert caps.op("CONV_2D").versions == (1, 5)
     assert caps.op("RESIZE_BILINEAR").versions == (1, 3)
     assert caps.op("SOFTMAX").options == {"beta": 1.0}
     assert all(c.max_rank == 4 for c in caps.ops)

@@ -67,3 +67,14 @@ def test_fixture_matches_litert(name: str, precision_loss: bool) -> None:
         else:
             assert rel <= FLOAT_VIEW_TOLERANCE, f"{name} output {k}: {rel:.3e}"
             assert err.mean() <= FLOAT_VIEW_MEAN * scale, f"{name} output {k}: mean {err.mean()}"
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, t in MODELS.items() if t == "dynamic_range" and "lstm" not in n)
+)
+def test_dynamic_range_weights_are_taken_by_the_float_view(name: str) -> None:
+    """Hybrid CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED (int8 weights, float input) go to
+    the GPU with their weights dequantized at init, as LiteRT's GPU delegate takes them."""
+    interp = offload.Interpreter(model_path=str(FIXTURES / name), delegates=["gpu_opencl"])
+    left = interp.plan().fallback_summary()
+    assert not {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"} & set(left), left

@@ -23,10 +23,13 @@ _OPS: dict[str, tuple[tuple[int, int], tuple[int, int], bool]] = {
     "ADD": ((1, 1), (1, 2), True),
     "AVERAGE_POOL_2D": ((1, 1), (1, 2), True),
     "CONCATENATION": ((1, 1), (1, 2), True),
-    "CONV_2D": ((1, 1), (1, 3), True),
-    "DEPTHWISE_CONV_2D": ((1, 2), (1, 3), True),
+    # Hybrid (dynamic-range) versions run as float convolutions on dequantized weights:
+    # CONV_2D v2/v5, DEPTHWISE_CONV_2D v4/v6, FULLY_CONNECTED v3/v9/v12. The int16 and
+    # sparse versions in between stay out through the dtype and constant-weight checks.
+    "CONV_2D": ((1, 1), (1, 5), True),
+    "DEPTHWISE_CONV_2D": ((1, 2), (1, 6), True),
     "EXP": ((1, 1), (1, 1), False),
-    "FULLY_CONNECTED": ((1, 1), (1, 4), True),
+    "FULLY_CONNECTED": ((1, 1), (1, 12), True),
     "LOGISTIC": ((1, 1), (1, 2), False),
     "LSTM": ((1, 2), (1, 2), True),
     "MAX_POOL_2D": ((1, 1), (1, 2), True),
@@ -152,8 +155,10 @@ class GpuOpenCLDelegate(Delegate):
             positions = (1, 3) if op == "TRANSPOSE_CONV" else (1, 2)
             for pos in positions:
                 if pos < len(node.inputs) and node.inputs[pos] >= 0:
+                    what = "weights" if pos == 1 else "bias"
+                    if tensors[node.inputs[pos]].type_name == "INT4":
+                        return f"INT4 {what} are not supported"
                     if not foldable(subgraph, node.inputs[pos]):
-                        what = "weights" if pos == 1 else "bias"
                         return f"{what} (input {pos}) must be constant, found a runtime tensor"
         if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "RESIZE_BILINEAR",
                   "MAX_POOL_2D", "AVERAGE_POOL_2D"):

@@ -413,6 +413,181 @@ def test_rnn_matches_litert(op, hybrid):
     assert_stateful_match(b.build(), shape)
 
 
+def basic_lstm_model(
+    n_batch,
+    n_input,
+    n_output,
+    *,
+    quantized=False,
+    state_inputs=False,
+    options=None,
+    weights_rows=None,
+    extra_input=False,
+    state_scale=2.0**-11,
+):
+    """A one-op BASIC (5-input, op version 2) LSTM with random weights, float32 or uint8; its
+    previous activation and state are variable tensors, or model inputs with
+    ``state_inputs``. Returns the model bytes."""
+    b = builder.ModelBuilder()
+    total = n_input + n_output
+    rows = 4 * n_output if weights_rows is None else weights_rows
+    act_q = (1 / 128, 128) if quantized else None
+    state_q = (state_scale, 0) if quantized else None
+    act_t, state_t = (np.uint8, np.int16) if quantized else (np.float32, np.float32)
+    x = b.add_input("x", (n_batch, n_input), act_t, quantization=act_q)
+
+    def state(name, dtype, q):
+        if state_inputs:
+            return b.add_input(name, (n_batch, n_output), dtype, quantization=q)
+        return b.add_tensor(name, (n_batch, n_output), dtype, quantization=q, is_variable=True)
+
+    h = state("prev_activ", act_t, act_q)
+    c = state("prev_state", state_t, state_q)
+    if quantized:
+        w = b.add_constant(
+            "w", RNG.integers(0, 256, (rows, total)).astype(np.uint8), quantization=(0.02, 119)
+        )
+        bias = b.add_constant(
+            "b", RNG.integers(-3000, 3000, rows).astype(np.int32), quantization=(0.02 / 128, 0)
+        )
+    else:
+        w = b.add_constant("w", RNG.standard_normal((rows, total)).astype(np.float32) * 0.5)
+        bias = b.add_constant("b", RNG.standard_normal(rows).astype(np.float32) * 0.3)
+    outs = [
+        b.add_tensor("activ_out", (n_batch, n_output), act_t, quantization=act_q),
+        b.add_tensor("state_out", (n_batch, n_output), state_t, quantization=state_q),
+        b.add_tensor("concat_temp", (n_batch, total), act_t, quantization=act_q),
+        b.add_tensor(
+            "activ_temp",
+            (n_batch, 4 * n_output),
+            state_t,
+            quantization=(2.0**-12, 0) if quantized else None,
+        ),
+    ]
+    ins = [x, h, w, bias, c] + ([b.add_constant("extra", np.zeros(1, np.float32))] * extra_input)
+    opts = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0}
+    b.add_operator(
+        "LSTM", ins, outs, {**opts, **(options or {}), "kernel_type": "BASIC"}, version=2
+    )
+    for o in outs:
+        b.add_output(o)
+    return b.build()
+
+
+def random_feed(detail):
+    dtype, shape = detail["dtype"], tuple(detail["shape"])
+    if dtype == np.int16:  # a quantized Q4.11 state
+        return RNG.integers(-30000, 30000, shape).astype(np.int16)
+    return random_input(shape, dtype)
+
+
+def assert_basic_lstm_matches(content: bytes, invokes: int = 3, feed_back: bool = False) -> None:
+    """Run offload's Interpreter and LiteRT side by side: all four outputs agree on every
+    invoke (bit-exact when quantized). The state lives in the variable tensors, or with
+    ``feed_back`` is passed back in through the state inputs (activ_out/state_out of the
+    previous step, from LiteRT, fed to both)."""
+    assert load_model(model_content=content).main.nodes[0].version == 2
+    ref = reference(content)
+    ours = offload.Interpreter(model_content=content)
+    ours.allocate_tensors()
+    inputs, outputs = ref.get_input_details(), ref.get_output_details()
+    feeds = {d["index"]: random_feed(d) for d in inputs}
+    for step in range(invokes):
+        feeds[inputs[0]["index"]] = random_feed(inputs[0])
+        for interp in (ref, ours):
+            for index, value in feeds.items():
+                interp.set_tensor(index, value)
+            interp.invoke()
+        for d in outputs:
+            want, got = ref.get_tensor(d["index"]), ours.get_tensor(d["index"])
+            where = f"step {step}, {d['name']}"
+            assert got.dtype == want.dtype and got.shape == want.shape, where
+            if want.dtype == np.float32:
+                # 1e-5 of the output's range: the pre-activations are GEMM sums whose
+                # rounding depends on the summation order, so near-zero ones differ more.
+                atol = 1e-5 * max(1.0, float(np.abs(want).max()))
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=atol, err_msg=where)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=where)
+        if feed_back:
+            feeds[inputs[1]["index"]] = ref.get_tensor(outputs[0]["index"])
+            feeds[inputs[2]["index"]] = ref.get_tensor(outputs[1]["index"])
+
+
+BASIC_LSTM_SHAPES = {"batch-1": (1, 3, 4), "batch-3": (3, 5, 7), "wide": (2, 16, 24)}
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["float", "uint8"])
+@pytest.mark.parametrize("shape", BASIC_LSTM_SHAPES)
+def test_basic_lstm_matches_litert(shape, quantized):
+    """The BASIC LSTM cell (float, and uint8 with int16 state) matches LiteRT on all four
+    outputs over three invokes, its state carried in the variable tensors."""
+    assert_basic_lstm_matches(basic_lstm_model(*BASIC_LSTM_SHAPES[shape], quantized=quantized))
+
+
+@pytest.mark.parametrize("quantized", [False, True], ids=["float", "uint8"])
+def test_basic_lstm_chain_with_state_inputs_matches_litert(quantized):
+    """With the state as model inputs, feeding activ_out/state_out back in chains the steps."""
+    content = basic_lstm_model(2, 5, 6, quantized=quantized, state_inputs=True)
+    assert_basic_lstm_matches(content, invokes=3, feed_back=True)
+
+
+def test_basic_lstm_ignores_activation_and_clips_like_litert():
+    """LiteRT's BASIC kernel is always tanh and never clips, whatever the options say."""
+    options = {"fused_activation_function": "RELU", "cell_clip": 0.1, "proj_clip": 0.2}
+    assert_basic_lstm_matches(basic_lstm_model(2, 3, 4, options=options))
+
+
+def test_basic_lstm_writes_state_inputs_back_like_litert():
+    """After a step the new activation and state are also in the state input tensors."""
+    content = basic_lstm_model(2, 3, 4, state_inputs=True)
+    ref = reference(content)
+    ours = offload.Interpreter(model_content=content)
+    ours.allocate_tensors()
+    feeds = {d["index"]: random_feed(d) for d in ref.get_input_details()}
+    for interp in (ref, ours):
+        for index, value in feeds.items():
+            interp.set_tensor(index, value)
+        interp.invoke()
+    for d in ref.get_input_details()[1:]:
+        np.testing.assert_allclose(
+            ours.get_tensor(d["index"]), ref.get_tensor(d["index"]), rtol=1e-5, atol=1e-6
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"weights_rows": 15}, "TensorShapeError", r"weights of shape \[16, 7\], found \[15, 7\]"),
+        ({"extra_input": True}, "UnsupportedOpError", "expected 5 inputs and 4 outputs"),
+        ({"quantized": True, "state_scale": 2.0**-12}, "UnsupportedOpError", r"scale 2\*\*-11"),
+    ],
+    ids=["weights-shape", "six-inputs", "state-scale"],
+)
+def test_basic_lstm_rejects_malformed_nodes(kwargs, error, match):
+    """A BASIC LSTM that LiteRT's Prepare or Eval rejects raises a typed error saying what was
+    expected and what was found."""
+    content = basic_lstm_model(2, 3, 4, **kwargs)
+    with pytest.raises(getattr(offload.errors, error), match=match):
+        single_node(content)
+
+
+def test_basic_lstm_rejects_mixed_types():
+    """A type combination other than all-float32 or LiteRT's uint8/int16 cell is named in the
+    error, tensor by tensor."""
+    b = builder.ModelBuilder()
+    x = b.add_input("x", (1, 3), np.int8, quantization=(1 / 128, 0))
+    h = b.add_tensor("h", (1, 4), is_variable=True)
+    c = b.add_tensor("c", (1, 4), is_variable=True)
+    w = b.add_constant("w", np.zeros((16, 7), np.float32))
+    bias = b.add_constant("b", np.zeros(16, np.float32))
+    outs = [b.add_tensor(n, s) for n, s in [("a", (1, 4)), ("s", (1, 4)), ("ct", (1, 7))]]
+    outs.append(b.add_tensor("at", (1, 16)))
+    b.add_operator("LSTM", [x, h, w, bias, c], outs, {"kernel_type": "BASIC"}, version=2)
+    with pytest.raises(offload.errors.UnsupportedOpError, match="found input INT8, previous"):
+        single_node(b.build())
+
+
 def integer_lstm_model(
     *,
     time_major=True,

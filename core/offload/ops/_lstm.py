@@ -112,8 +112,8 @@ class LstmCell:
         describe = kernel.node.describe()  # type: ignore[attr-defined]
         if options.get("kernel_type", "FULL") not in ("FULL", 0):
             raise UnsupportedOpError(
-                f"{describe}: expected kernel_type FULL, found {options.kernel_type}; the "
-                "BASIC (5-input) LSTM kernel is not implemented"
+                f"{describe}: expected kernel_type FULL for the 24-input LSTM cell, found "
+                f"{options.kernel_type}"
             )
         if inputs[0].dtype != np.float32:
             raise UnsupportedOpError(

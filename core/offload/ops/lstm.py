@@ -1,4 +1,5 @@
-"""LSTM: one step of a full LSTM cell (float, or hybrid int8 weights); see ``_lstm.py``."""
+"""LSTM: one step of a full LSTM cell (float, or hybrid int8 weights; see ``_lstm.py``), or of
+the 5-input BASIC cell (float or uint8; see ``_lstm_basic.py``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel
 from offload.ops._lstm import CELL_STATE, OUTPUT_STATE, LstmKernelMixin
+from offload.ops._lstm_basic import BasicLstm, is_basic
 from offload.ops._registry import register
 
 
@@ -15,9 +17,13 @@ class Lstm(LstmKernelMixin, OpKernel):
     max_version = 4
 
     def setup(self) -> None:
-        self.build_cell()
+        self.basic = BasicLstm(self) if is_basic(self.options) else None
+        if self.basic is None:
+            self.build_cell()
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def run(self, *inputs: np.ndarray | None) -> np.ndarray | list[np.ndarray]:
+        if self.basic is not None:
+            return self.basic.run(inputs)
         cell = self.cell_for(inputs)
         h_state, c_state = inputs[OUTPUT_STATE], inputs[CELL_STATE]
         x = np.asarray(inputs[0], np.float32)

@@ -78,7 +78,10 @@ def allocate_in_fresh_process(path: Path, cache_dir: str, half: bool) -> float:
         env = {**os.environ, "POCL_CACHE_DIR": pocl_cache, "PYOPENCL_NO_CACHE": "1"}
         out = subprocess.run(
             [sys.executable, __file__, "--child", str(path), cache_dir, str(int(half))],
-            env=env, check=True, capture_output=True, text=True,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
     return json.loads(out.strip().splitlines()[-1])["seconds"]
 
@@ -132,9 +135,11 @@ def main() -> None:
     if rows:
         ratios = [t["cpu_ref"] / t["gpu_f32"] for _, t in rows]
         warm = [t["warm_alloc"] / t["cold_alloc"] for _, t in rows]
-        print(f"median cpu_ref/gpu_f32 {statistics.median(ratios):.2f}x "
-              f"(min {min(ratios):.2f}x); median warm/cold {statistics.median(warm):.1%} "
-              f"(max {max(warm):.1%})")
+        print(
+            f"median cpu_ref/gpu_f32 {statistics.median(ratios):.2f}x "
+            f"(min {min(ratios):.2f}x); median warm/cold {statistics.median(warm):.1%} "
+            f"(max {max(warm):.1%})"
+        )
 
 
 if __name__ == "__main__":

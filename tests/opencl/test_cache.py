@@ -66,7 +66,7 @@ def test_entry_carries_checksum_header(tmp_path: Path) -> None:
     cache.store("k", "bin", b"payload")
     blob = cache.path("k", "bin").read_bytes()
     assert blob.startswith(MAGIC)
-    header_line, payload = blob[len(MAGIC):].split(b"\n", 1)
+    header_line, payload = blob[len(MAGIC) :].split(b"\n", 1)
     header = json.loads(header_line)
     assert payload == b"payload"
     assert header["sha256"] == hashlib.sha256(b"payload").hexdigest()

@@ -41,10 +41,18 @@ def test_options_are_validated() -> None:
     """Unknown options are rejected by name; the documented ones are accepted."""
     with pytest.raises(DelegateOptionsError, match="precision_loss"):
         GpuOpenCLDelegate({"precision_los_allowed": True})
-    d = GpuOpenCLDelegate({"precision_loss_allowed": True, "enable_quant": False,
-                           "serialization_dir": "/tmp/x", "model_token": "t", "platform": 0,
-                           "device": "pthread", "max_delegated_partitions": 1,
-                           "min_nodes_per_partition": 2})
+    d = GpuOpenCLDelegate(
+        {
+            "precision_loss_allowed": True,
+            "enable_quant": False,
+            "serialization_dir": "/tmp/x",
+            "model_token": "t",
+            "platform": 0,
+            "device": "pthread",
+            "max_delegated_partitions": 1,
+            "min_nodes_per_partition": 2,
+        }
+    )
     assert d.options.platform == 0 and d.options.device == "pthread"
 
 
@@ -68,13 +76,20 @@ def test_declared_ops_follow_litert() -> None:
     assert caps.op("SOFTMAX").options == {"beta": 1.0}
     assert all(c.max_rank == 4 for c in caps.ops)
     assert set(caps.op("CONV_2D").fused_activations) == {
-        "NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGMOID"}
+        "NONE",
+        "RELU",
+        "RELU_N1_TO_1",
+        "RELU6",
+        "TANH",
+        "SIGMOID",
+    }
     float_only = GpuOpenCLDelegate({"enable_quant": False}).capabilities
     assert float_only.op("ADD").versions == (1, 1)
     assert float_only.op("DEPTHWISE_CONV_2D").versions == (1, 2)
     assert float_only.op("QUANTIZE") is None
     assert {t: s.support for t, s in caps.model_types.items()} == dict.fromkeys(
-        ("float32", "float16", "dynamic_range", "int8", "qat"), "yes")
+        ("float32", "float16", "dynamic_range", "int8", "qat"), "yes"
+    )
 
 
 def test_enable_quant_false_rejects_quantized_models() -> None:
@@ -99,8 +114,7 @@ def test_unsupported_nodes_get_reasons() -> None:
     x = b.add_input("x", (1, 4, 4, 3))
     wt = b.add_input("w", (2, 1, 1, 3))
     y = b.add_tensor("y", (1, 4, 4, 2))
-    b.add_operator("CONV_2D", [x, wt, -1], [y], {"padding": "SAME", "stride_h": 1,
-                                                   "stride_w": 1})
+    b.add_operator("CONV_2D", [x, wt, -1], [y], {"padding": "SAME", "stride_h": 1, "stride_w": 1})
     z = b.add_tensor("z", (1, 4, 4, 2))
     b.add_operator("SOFTMAX", [y], [z], {"beta": 2.0})
     b.add_output(z)
@@ -115,15 +129,30 @@ def test_provider_flags() -> None:
     providers = offload_delegate_providers()
     parser = argparse.ArgumentParser()
     add_provider_flags(parser, providers)
-    args = parser.parse_args(["--use_gpu", "--gpu_precision_loss_allowed", "true",
-                              "--gpu_serialization_dir", "/tmp/c", "--gpu_model_token", "m",
-                              "--gpu_max_delegated_partitions", "2", "--gpu_enable_quant",
-                              "false"])
+    args = parser.parse_args(
+        [
+            "--use_gpu",
+            "--gpu_precision_loss_allowed",
+            "true",
+            "--gpu_serialization_dir",
+            "/tmp/c",
+            "--gpu_model_token",
+            "m",
+            "--gpu_max_delegated_partitions",
+            "2",
+            "--gpu_enable_quant",
+            "false",
+        ]
+    )
     ((name, options),) = delegates_from_args(args, providers)
     assert name == "gpu_opencl"
-    assert options == {"precision_loss_allowed": True, "serialization_dir": "/tmp/c",
-                       "model_token": "m", "max_delegated_partitions": 2,
-                       "enable_quant": False}
+    assert options == {
+        "precision_loss_allowed": True,
+        "serialization_dir": "/tmp/c",
+        "model_token": "m",
+        "max_delegated_partitions": 2,
+        "enable_quant": False,
+    }
     GpuOpenCLDelegate(options)
 
 

@@ -44,6 +44,8 @@ def test_fixture_matches_litert(name: str, precision_loss: bool) -> None:
     interp = offload.Interpreter(model_path=str(path), delegates=[delegate])
     interp.allocate_tensors()
     assert interp.plan().nodes_of("gpu_opencl"), f"{name}: gpu_opencl took no node"
+    # A partition that fails to build falls back to the CPU with a warning, and would pass.
+    assert not interp.delegation_report()["restored_to_cpu"]
     inputs = random_inputs(interp.get_input_details())
     expected = run_litert(str(path), inputs)
     for detail, value in zip(interp.get_input_details(), inputs):

@@ -39,6 +39,8 @@ def test_model_matches_litert(name: str, precision_loss: bool, references) -> No
     interp.allocate_tensors()
     plan = interp.plan()
     assert plan.nodes_of("gpu_opencl"), f"{name}: gpu_opencl took no node"
+    # A partition that fails to build falls back to the CPU with a warning, and would pass.
+    assert not interp.delegation_report()["restored_to_cpu"]
     for detail, value in zip(interp.get_input_details(), inputs):
         interp.set_tensor(detail["index"], value)
     interp.invoke()
@@ -47,8 +49,10 @@ def test_model_matches_litert(name: str, precision_loss: bool, references) -> No
         assert got.shape == want.shape and got.dtype == want.dtype
         err = np.abs(got.astype(np.float64) - want)
         rel = relative_error(got, want)
-        print(f"{name} [{'half' if precision_loss else 'float32'}] output {k}: "
-              f"avg_error={err.mean():.3e} std_dev={err.std():.3e} max_rel={rel:.3e}")
+        print(
+            f"{name} [{'half' if precision_loss else 'float32'}] output {k}: "
+            f"avg_error={err.mean():.3e} std_dev={err.std():.3e} max_rel={rel:.3e}"
+        )
         assert rel <= TOLERANCE[precision_loss], (
             f"{name} output {k}: max|a-b|/max|b| = {rel:.3e} > {TOLERANCE[precision_loss]}; "
             f"gpu {got.ravel()[:5]} vs litert {want.ravel()[:5]}"
@@ -58,8 +62,9 @@ def test_model_matches_litert(name: str, precision_loss: bool, references) -> No
 @pytest.mark.skipif("face_landmark.tflite" not in MODELS, reason="face_landmark.tflite missing")
 def test_face_landmark_is_one_partition() -> None:
     """The whole face_landmark model goes to gpu_opencl as ONE partition."""
-    interp = offload.Interpreter(model_path=str(MODELS["face_landmark.tflite"]),
-                                 delegates=["gpu_opencl"])
+    interp = offload.Interpreter(
+        model_path=str(MODELS["face_landmark.tflite"]), delegates=["gpu_opencl"]
+    )
     plan = interp.plan()
     assert len(plan.partitions) == 1
     assert plan.cpu_nodes() == []

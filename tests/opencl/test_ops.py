@@ -19,8 +19,9 @@ def w(*shape: int) -> np.ndarray:
     return RNG.uniform(-1, 1, shape).astype(F)
 
 
-def single(op: str, in_shapes, out_shape, options=None, consts=(), version=1,
-           in_dtype=F, out_dtype=F) -> bytes:
+def single(
+    op: str, in_shapes, out_shape, options=None, consts=(), version=1, in_dtype=F, out_dtype=F
+) -> bytes:
     """One op: runtime inputs of in_shapes, then constants (arrays or None for -1)."""
     b = ModelBuilder()
     ins = [b.add_input(f"x{i}", s, in_dtype) for i, s in enumerate(in_shapes)]
@@ -36,10 +37,20 @@ def conv(stride=1, dilation=1, padding="SAME", act="RELU6", k=3) -> bytes:
     oh = 9 if padding == "SAME" and stride == 1 else (9 + stride - 1) // stride
     if padding == "VALID":
         oh = (9 - (k - 1) * dilation - 1) // stride + 1
-    return single("CONV_2D", [(1, 9, 9, 5)], (1, oh, oh, 11), {
-        "padding": padding, "stride_h": stride, "stride_w": stride,
-        "dilation_h_factor": dilation, "dilation_w_factor": dilation,
-        "fused_activation_function": act}, consts=[w(11, k, k, 5), w(11)])
+    return single(
+        "CONV_2D",
+        [(1, 9, 9, 5)],
+        (1, oh, oh, 11),
+        {
+            "padding": padding,
+            "stride_h": stride,
+            "stride_w": stride,
+            "dilation_h_factor": dilation,
+            "dilation_w_factor": dilation,
+            "fused_activation_function": act,
+        },
+        consts=[w(11, k, k, 5), w(11)],
+    )
 
 
 def transpose_conv() -> bytes:
@@ -48,8 +59,9 @@ def transpose_conv() -> bytes:
     shape = b.add_constant("shape", np.array([1, 8, 8, 6], np.int32))
     wt = b.add_constant("w", w(6, 3, 3, 3))
     y = b.add_tensor("y", (1, 8, 8, 6))
-    b.add_operator("TRANSPOSE_CONV", [shape, wt, x], [y],
-                   {"padding": "SAME", "stride_h": 2, "stride_w": 2})
+    b.add_operator(
+        "TRANSPOSE_CONV", [shape, wt, x], [y], {"padding": "SAME", "stride_h": 2, "stride_w": 2}
+    )
     b.add_output(y)
     return b.build()
 
@@ -58,8 +70,9 @@ def quantized_add() -> bytes:
     b = ModelBuilder()
     x = b.add_input("x", (1, 4, 4, 8))
     qx = b.add_tensor("qx", (1, 4, 4, 8), np.int8, quantization=(0.01, 3))
-    qc = b.add_constant("c", RNG.integers(-128, 127, (1, 4, 4, 8)).astype(np.int8),
-                        quantization=(0.02, -1))
+    qc = b.add_constant(
+        "c", RNG.integers(-128, 127, (1, 4, 4, 8)).astype(np.int8), quantization=(0.02, -1)
+    )
     qy = b.add_tensor("qy", (1, 4, 4, 8), np.int8, quantization=(0.03, 0))
     y = b.add_tensor("y", (1, 4, 4, 8))
     b.add_operator("QUANTIZE", [x], [qx])
@@ -76,25 +89,70 @@ CASES: dict[str, Callable[[], bytes]] = {
     # the oracle can only check the activations both paths agree on.
     "conv_dilated": lambda: conv(dilation=2, padding="VALID", act="RELU"),
     "conv_1x1": lambda: conv(k=1, act="RELU_N1_TO_1"),
+    # Dilated rows only: every window is inside, so conv2d reads each kernel row's taps as one
+    # contiguous run (its fast path), rows ky * 2 apart.
+    "conv_dilated_rows": lambda: single(
+        "CONV_2D",
+        [(1, 12, 12, 5)],
+        (1, 8, 10, 11),
+        {
+            "padding": "VALID",
+            "stride_h": 1,
+            "stride_w": 1,
+            "dilation_h_factor": 2,
+            "dilation_w_factor": 1,
+            "fused_activation_function": "NONE",
+        },
+        consts=[w(11, 3, 3, 5), w(11)],
+    ),
     "depthwise_multiplier2": lambda: single(
-        "DEPTHWISE_CONV_2D", [(1, 7, 7, 3)], (1, 4, 4, 6),
-        {"padding": "SAME", "stride_h": 2, "stride_w": 2, "depth_multiplier": 2,
-         "fused_activation_function": "RELU"}, consts=[w(1, 3, 3, 6), w(6)]),
+        "DEPTHWISE_CONV_2D",
+        [(1, 7, 7, 3)],
+        (1, 4, 4, 6),
+        {
+            "padding": "SAME",
+            "stride_h": 2,
+            "stride_w": 2,
+            "depth_multiplier": 2,
+            "fused_activation_function": "RELU",
+        },
+        consts=[w(1, 3, 3, 6), w(6)],
+    ),
     "depthwise_v2_dilated": lambda: single(
-        "DEPTHWISE_CONV_2D", [(1, 9, 9, 10)], (1, 9, 9, 10),
-        {"padding": "SAME", "stride_h": 1, "stride_w": 1, "depth_multiplier": 1,
-         "dilation_h_factor": 2, "dilation_w_factor": 2}, consts=[w(1, 3, 3, 10), w(10)],
-        version=2),
-    "fully_connected": lambda: single("FULLY_CONNECTED", [(3, 20)], (3, 13),
-                                      {"fused_activation_function": "RELU"},
-                                      consts=[w(13, 20), w(13)]),
+        "DEPTHWISE_CONV_2D",
+        [(1, 9, 9, 10)],
+        (1, 9, 9, 10),
+        {
+            "padding": "SAME",
+            "stride_h": 1,
+            "stride_w": 1,
+            "depth_multiplier": 1,
+            "dilation_h_factor": 2,
+            "dilation_w_factor": 2,
+        },
+        consts=[w(1, 3, 3, 10), w(10)],
+        version=2,
+    ),
+    "fully_connected": lambda: single(
+        "FULLY_CONNECTED",
+        [(3, 20)],
+        (3, 13),
+        {"fused_activation_function": "RELU"},
+        consts=[w(13, 20), w(13)],
+    ),
     "transpose_conv": transpose_conv,
-    "average_pool": lambda: single("AVERAGE_POOL_2D", [(1, 7, 7, 4)], (1, 4, 4, 4), {
-        "padding": "SAME", "stride_h": 2, "stride_w": 2, "filter_height": 3,
-        "filter_width": 3}),
-    "max_pool_valid": lambda: single("MAX_POOL_2D", [(1, 7, 7, 4)], (1, 3, 3, 4), {
-        "padding": "VALID", "stride_h": 2, "stride_w": 2, "filter_height": 2,
-        "filter_width": 2}),
+    "average_pool": lambda: single(
+        "AVERAGE_POOL_2D",
+        [(1, 7, 7, 4)],
+        (1, 4, 4, 4),
+        {"padding": "SAME", "stride_h": 2, "stride_w": 2, "filter_height": 3, "filter_width": 3},
+    ),
+    "max_pool_valid": lambda: single(
+        "MAX_POOL_2D",
+        [(1, 7, 7, 4)],
+        (1, 3, 3, 4),
+        {"padding": "VALID", "stride_h": 2, "stride_w": 2, "filter_height": 2, "filter_width": 2},
+    ),
     "mul_broadcast": lambda: single("MUL", [(1, 5, 5, 4), (1, 1, 5, 1)], (1, 5, 5, 4)),
     "sub_const": lambda: single("SUB", [(2, 6)], (2, 6), consts=[w(6)]),
     "maximum": lambda: single("MAXIMUM", [(3, 4), (3, 4)], (3, 4)),
@@ -104,34 +162,61 @@ CASES: dict[str, Callable[[], bytes]] = {
     "logistic": lambda: single("LOGISTIC", [(2, 9)], (2, 9)),
     "exp": lambda: single("EXP", [(2, 9)], (2, 9)),
     "softmax": lambda: single("SOFTMAX", [(3, 17)], (3, 17), {"beta": 1.0}),
-    "concat_channels": lambda: single("CONCATENATION", [(1, 3, 3, 2), (1, 3, 3, 5)],
-                                      (1, 3, 3, 7), {"axis": 3}),
-    "concat_rows": lambda: single("CONCATENATION", [(1, 2, 3, 2), (1, 4, 3, 2)],
-                                  (1, 6, 3, 2), {"axis": 1}),
-    "pad": lambda: single("PAD", [(1, 3, 3, 2)], (1, 6, 4, 2),
-                          consts=[np.array([[0, 0], [1, 2], [0, 1], [0, 0]], np.int32)]),
-    "reshape": lambda: single("RESHAPE", [(1, 4, 6)], (2, 12),
-                              consts=[np.array([2, 12], np.int32)]),
+    "concat_channels": lambda: single(
+        "CONCATENATION", [(1, 3, 3, 2), (1, 3, 3, 5)], (1, 3, 3, 7), {"axis": 3}
+    ),
+    "concat_rows": lambda: single(
+        "CONCATENATION", [(1, 2, 3, 2), (1, 4, 3, 2)], (1, 6, 3, 2), {"axis": 1}
+    ),
+    "pad": lambda: single(
+        "PAD",
+        [(1, 3, 3, 2)],
+        (1, 6, 4, 2),
+        consts=[np.array([[0, 0], [1, 2], [0, 1], [0, 0]], np.int32)],
+    ),
+    "reshape": lambda: single(
+        "RESHAPE", [(1, 4, 6)], (2, 12), consts=[np.array([2, 12], np.int32)]
+    ),
     "strided_slice_shrink": lambda: single(
-        "STRIDED_SLICE", [(2, 5, 6)], (5, 3),
+        "STRIDED_SLICE",
+        [(2, 5, 6)],
+        (5, 3),
         {"begin_mask": 2, "end_mask": 2, "shrink_axis_mask": 1},
-        consts=[np.array([1, 0, 0], np.int32), np.array([2, 0, 6], np.int32),
-                np.array([1, 1, 2], np.int32)]),
+        consts=[
+            np.array([1, 0, 0], np.int32),
+            np.array([2, 0, 6], np.int32),
+            np.array([1, 1, 2], np.int32),
+        ],
+    ),
     "strided_slice": lambda: single(
-        "STRIDED_SLICE", [(1, 8, 9, 4)], (1, 3, 4, 3),
+        "STRIDED_SLICE",
+        [(1, 8, 9, 4)],
+        (1, 3, 4, 3),
         {"begin_mask": 0, "end_mask": 0, "shrink_axis_mask": 0},
-        consts=[np.array([0, 1, 8, -1], np.int32), np.array([1, 8, 1, 0], np.int32),
-                np.array([1, 3, -2, -1], np.int32)]),
+        consts=[
+            np.array([0, 1, 8, -1], np.int32),
+            np.array([1, 8, 1, 0], np.int32),
+            np.array([1, 3, -2, -1], np.int32),
+        ],
+    ),
     "resize_align_corners": lambda: single(
-        "RESIZE_BILINEAR", [(1, 4, 5, 3)], (1, 7, 9, 3),
+        "RESIZE_BILINEAR",
+        [(1, 4, 5, 3)],
+        (1, 7, 9, 3),
         {"align_corners": True, "half_pixel_centers": False},
-        consts=[np.array([7, 9], np.int32)]),
+        consts=[np.array([7, 9], np.int32)],
+    ),
     "resize_half_pixel": lambda: single(
-        "RESIZE_BILINEAR", [(1, 4, 5, 3)], (1, 8, 10, 3),
+        "RESIZE_BILINEAR",
+        [(1, 4, 5, 3)],
+        (1, 8, 10, 3),
         {"align_corners": False, "half_pixel_centers": True},
-        consts=[np.array([8, 10], np.int32)], version=3),
-    "logical_and": lambda: single("LOGICAL_AND", [(2, 5), (2, 5)], (2, 5),
-                                  in_dtype=np.bool_, out_dtype=np.bool_),
+        consts=[np.array([8, 10], np.int32)],
+        version=3,
+    ),
+    "logical_and": lambda: single(
+        "LOGICAL_AND", [(2, 5), (2, 5)], (2, 5), in_dtype=np.bool_, out_dtype=np.bool_
+    ),
     "quantized_add": quantized_add,
 }
 # Quantized results may differ by one quantization step from LiteRT's integer kernels.
@@ -143,8 +228,9 @@ TOLERANCE = {"quantized_add": 0.03 / 2.5}
 def test_op_matches_litert(case: str) -> None:
     """Each op, alone in a model, is delegated and within 1e-5 (relative) of LiteRT."""
     content = CASES[case]()
-    interp = offload.Interpreter(model_content=content, delegates=["gpu_opencl"],
-                                 allow_cpu_fallback=False)
+    interp = offload.Interpreter(
+        model_content=content, delegates=["gpu_opencl"], allow_cpu_fallback=False
+    )
     interp.allocate_tensors()
     inputs = random_inputs(interp.get_input_details(), seed=3)
     for detail, value in zip(interp.get_input_details(), inputs):

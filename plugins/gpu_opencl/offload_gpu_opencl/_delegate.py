@@ -51,8 +51,10 @@ _OPS: dict[str, tuple[tuple[int, int], tuple[int, int], bool]] = {
     "DENSIFY": ((1, 1), (1, 1), False),
 }
 _CONSTRAINTS = {
-    "CONV_2D": ("weights and bias constant (or fp16/sparse constants behind DEQUANTIZE)",
-                "no grouped convolution"),
+    "CONV_2D": (
+        "weights and bias constant (or fp16/sparse constants behind DEQUANTIZE)",
+        "no grouped convolution",
+    ),
     "DEPTHWISE_CONV_2D": ("weights and bias constant",),
     "FULLY_CONNECTED": ("weights and bias constant", "weights_format DEFAULT"),
     "TRANSPOSE_CONV": ("output_shape, weights and bias constant",),
@@ -108,7 +110,7 @@ def capabilities(enable_quant: bool) -> Capabilities:
             "qat": ModelTypeSupport(support="yes", reason=view) if enable_quant else off,
         },
         precisions=("float32", "float16"),
-        expected_speedup=2.0,  # measured 2.3x-12x vs the CPU reference on PoCL (README)
+        expected_speedup=1.5,  # measured 1.5x-3.3x vs the CPU reference on PoCL (README)
     )
 
 
@@ -160,8 +162,14 @@ class GpuOpenCLDelegate(Delegate):
                         return f"INT4 {what} are not supported"
                     if not foldable(subgraph, node.inputs[pos]):
                         return f"{what} (input {pos}) must be constant, found a runtime tensor"
-        if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "RESIZE_BILINEAR",
-                  "MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        if op in (
+            "CONV_2D",
+            "DEPTHWISE_CONV_2D",
+            "TRANSPOSE_CONV",
+            "RESIZE_BILINEAR",
+            "MAX_POOL_2D",
+            "AVERAGE_POOL_2D",
+        ):
             x = tensors[node.inputs[2 if op == "TRANSPOSE_CONV" else 0]]
             if len(x.shape) != 4:
                 return f"input must be 4-D NHWC, found rank {len(x.shape)}"

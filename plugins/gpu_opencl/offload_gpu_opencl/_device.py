@@ -48,6 +48,12 @@ class DeviceHandle:
     def has_fp16(self) -> bool:
         return "cl_khr_fp16" in self.device.extensions.split()
 
+    @property
+    def plain_access(self) -> bool:
+        """Build with ``-DPLAIN_ACCESS`` (see _source): on CPU devices, where PoCL calls
+        vload8 / vload_half out of line; GPUs keep the builtins their compilers expect."""
+        return bool(self.device.type & cl.device_type.CPU)
+
 
 def list_devices() -> list[tuple[int, cl.Platform, int, cl.Device]]:
     """Every (platform index, platform, device index, device) pyopencl reports."""
@@ -92,8 +98,13 @@ def open_device(platform: int | str | None, device: int | str | None) -> DeviceH
         if _matches(pi, p, platform) and _matches(di, d, device)
     ]
     if not candidates:
-        seen = ", ".join(f"[{pi}] {p.name.strip()} / [{di}] {d.name.strip()}"
-                         for pi, p, di, d in list_devices()) or "none"
+        seen = (
+            ", ".join(
+                f"[{pi}] {p.name.strip()} / [{di}] {d.name.strip()}"
+                for pi, p, di, d in list_devices()
+            )
+            or "none"
+        )
         raise GpuOpenCLError(
             f"no OpenCL device matches platform={platform!r} device={device!r}; devices: {seen}"
         )

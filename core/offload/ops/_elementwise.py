@@ -180,8 +180,11 @@ class BinaryOp(OpKernel):
         with np.errstate(all="ignore"):
             result = self._channel_rows(a, b, out) if self._constant_b is not None else None
             if result is None:
-                shape = np.broadcast_shapes(a.shape, b.shape)
-                result = self._compute(a, b, out if self.fits(out, shape, self.dtype) else None)
+                if out is not None and not self.fits(
+                    out, np.broadcast_shapes(a.shape, b.shape), self.dtype
+                ):
+                    out = None
+                result = self._compute(a, b, out)
         clamp = self.clamp_float and result.dtype.kind == "f"
         if clamp or self.activation != "NONE":
             # Clamp in place when the result is ours (fresh, or the arena slot); a view of an

@@ -34,7 +34,7 @@ from offload.ops._registry import register
 
 @dataclass
 class _FloatPlan:
-    """Buffers of the float path for one input shape, built on the first run with it.
+    """Buffers of the float path for one input shape, built at setup (or on a resize).
 
     numpy multiplies an (..., C) array by a (C,) weight vector one C-long row at a time, which
     is several times slower than a contiguous pass when C is a few dozen channels. So the
@@ -79,6 +79,10 @@ class DepthwiseConv2D(OpKernel):
         self._plan: tuple[tuple[int, ...], _FloatPlan] | None = None
         self._fast = self.kind == "float" and self.w is not None and out_ch == x.shape[3]
         self.writes_into = self._fast
+        if self._fast and len(x.shape) == 4 and all(d > 0 for d in x.shape):
+            # Built here, at allocate_tensors, for the model's shape; a resized input
+            # rebuilds it on the first run with the new shape.
+            self._plan = (tuple(x.shape), self._float_plan(tuple(x.shape)))
 
     def _tap_weights(self, w: np.ndarray) -> np.ndarray:
         """(1, KH, KW, C*M) -> (KH, KW, C*M) in the arithmetic's dtype, zero point removed."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offload import Node, Partition, Subgraph, Tensor
+from offload.ops._conv import geometry, window_options
 from offload.ops._quant import dequantize
 
 __all__ = ["ACTIVATIONS", "Ref", "Launch", "Lowering", "foldable", "folded_value"]
@@ -253,14 +254,14 @@ def _act(node: Node) -> int:
     return ACTIVATIONS[node.options.get("fused_activation_function") or "NONE"]
 
 
-def _padding(padding: str, size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:
-    """(output size, padding before) with TFLite's SAME / VALID rules."""
-    eff = (k - 1) * dilation + 1
-    if padding == "SAME":
-        out = (size + stride - 1) // stride
-        total = max((out - 1) * stride + eff - size, 0)
-        return out, total // 2
-    return (size - eff + stride) // stride, 0
+def _window(
+    node: Node, in_hw: tuple[int, int], filter_hw: tuple[int, int], folded: tuple[int, int]
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(stride, dilation, output size, padding before) of a convolution or pool, by TFLite's
+    SAME / VALID rule (the core's), plus the top/left padding of a PAD folded into it."""
+    stride, dilation, padding, _ = window_options(node.options)
+    g = geometry(padding, in_hw, filter_hw, stride, dilation)
+    return stride, dilation, (g.out_h, g.out_w), (g.pad_top + folded[0], g.pad_left + folded[1])
 
 
 def _pad_last(arr: np.ndarray, multiple: int = 8) -> np.ndarray:
@@ -528,12 +529,7 @@ def _conv(lw: Lowering, node: Node) -> None:
     w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
     x, (n, h, wd, ci), top, left, hp, wp = lw.conv_input(node.inputs[0])
     co, kh, kw, _ = lw.tensor(w).shape
-    o = node.options
-    sh, sw = o.stride_h, o.stride_w
-    dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
-    oh, pt = _padding(o.padding, hp, kh, sh, dh)
-    ow, pl = _padding(o.padding, wp, kw, sw, dw)
-    pt, pl = pt + top, pl + left
+    (sh, sw), (dh, dw), (oh, ow), (pt, pl) = _window(node, (hp, wp), (kh, kw), (top, left))
     bias = lw.const(
         f"b{node.index}",
         lambda: _pad_last(lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)),
@@ -600,12 +596,7 @@ def _depthwise(lw: Lowering, node: Node) -> None:
     w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
     x, (n, h, wd, c), top, left, hp, wp = lw.conv_input(node.inputs[0])
     _, kh, kw, co = lw.tensor(w).shape
-    o = node.options
-    sh, sw = o.stride_h, o.stride_w
-    dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
-    oh, pt = _padding(o.padding, hp, kh, sh, dh)
-    ow, pl = _padding(o.padding, wp, kw, sw, dw)
-    pt, pl = pt + top, pl + left
+    (sh, sw), (dh, dw), (oh, ow), (pt, pl) = _window(node, (hp, wp), (kh, kw), (top, left))
     m = co // c
 
     def bias_values() -> np.ndarray:
@@ -775,10 +766,8 @@ def _transpose_conv(lw: Lowering, node: Node) -> None:
 def _pool(lw: Lowering, node: Node) -> None:
     x = node.inputs[0]
     n, h, wd, c = lw.tensor(x).shape
-    o = node.options
-    kh, kw, sh, sw = o.filter_height, o.filter_width, o.stride_h, o.stride_w
-    oh, pt = _padding(o.padding, h, kh, sh, 1)
-    ow, pl = _padding(o.padding, wd, kw, sw, 1)
+    kh, kw = node.options.filter_height, node.options.filter_width
+    (sh, sw), _, (oh, ow), (pt, pl) = _window(node, (h, wd), (kh, kw), (0, 0))
     kind = 0 if node.op == "MAX_POOL_2D" else 1
     lw.launch(
         node,

@@ -328,17 +328,20 @@ def lstm_model(
     return b.build(), shape
 
 
-def assert_stateful_match(content: bytes, shape, invokes: int = 3, state_input: int = 18):
-    """Invoke offload and LiteRT several times: outputs agree and state carries over."""
+def stepped_outputs(content: bytes, shape, draw, invokes: int):
+    """Run the model's single LSTM kernel and LiteRT side by side for ``invokes`` steps on
+    inputs from ``draw(shape)``; yields (offload, LiteRT) outputs. The kernel's state arrays
+    start as LiteRT's do: zero, or the zero point for int8 state."""
     ref = reference(content)
     sg, node, kernel = single_node(content)
-    states = {
-        i: np.zeros(sg.tensors[i].shape, np.float32)
-        for i in node.inputs
-        if i >= 0 and sg.tensors[i].is_variable
-    }
+    states = {}
+    for i in node.inputs:
+        t = sg.tensors[i] if i >= 0 else None
+        if t is not None and t.is_variable:
+            zero = t.quantization.zero_point[0] if t.dtype == np.int8 else 0
+            states[i] = np.full(t.shape, zero, t.dtype)
     for _ in range(invokes):
-        x = RNG.standard_normal(shape).astype(np.float32)
+        x = draw(shape)
         ref.set_tensor(ref.get_input_details()[0]["index"], x)
         ref.invoke()
         want = ref.get_tensor(ref.get_output_details()[0]["index"])
@@ -352,7 +355,16 @@ def assert_stateful_match(content: bytes, shape, invokes: int = 3, state_input: 
             else sg.tensors[i].constant_value()
             for i in node.inputs
         ]
-        got = kernel.run(*ins)
+        yield kernel.run(*ins), want
+
+
+def assert_stateful_match(content: bytes, shape, invokes: int = 3):
+    """Invoke offload and LiteRT several times: outputs agree and state carries over."""
+
+    def draw(shape):
+        return RNG.standard_normal(shape).astype(np.float32)
+
+    for got, want in stepped_outputs(content, shape, draw, invokes):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -665,30 +677,11 @@ def assert_integer_stateful_match(content: bytes, shape, invokes: int = 3):
     """Invoke offload's kernel and LiteRT several times on int8 input: bit-exact outputs, and
     the int8 output state / int16 cell state carry over (starting, as in LiteRT, at the
     output state's zero point and zero)."""
-    ref = reference(content)
-    sg, node, kernel = single_node(content)
-    states = {}
-    for i in node.inputs[18:20]:
-        t = sg.tensors[i]
-        states[i] = np.full(
-            t.shape, t.quantization.zero_point[0] if t.dtype == np.int8 else 0, t.dtype
-        )
-    for _ in range(invokes):
-        x = RNG.integers(-128, 128, shape).astype(np.int8)
-        ref.set_tensor(ref.get_input_details()[0]["index"], x)
-        ref.invoke()
-        want = ref.get_tensor(ref.get_output_details()[0]["index"])
-        ins = [
-            None
-            if i < 0
-            else states[i]
-            if i in states
-            else x
-            if i == node.inputs[0]
-            else sg.tensors[i].constant_value()
-            for i in node.inputs
-        ]
-        got = kernel.run(*ins)
+
+    def draw(shape):
+        return RNG.integers(-128, 128, shape).astype(np.int8)
+
+    for got, want in stepped_outputs(content, shape, draw, invokes):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
 

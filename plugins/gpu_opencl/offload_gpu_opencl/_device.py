@@ -24,6 +24,7 @@ __all__ = [
 
 _LOCK = threading.Lock()
 _DEVICES: dict[tuple[str, str], DeviceHandle] = {}
+_UNUSABLE: dict[tuple[str, str], str] = {}
 
 
 @dataclass
@@ -69,13 +70,18 @@ def list_devices() -> list[tuple[int, cl.Platform, int, cl.Device]]:
 
 
 def probe() -> str | None:
-    """None if some OpenCL device exists, else the reason (for Availability)."""
+    """None if some OpenCL device can build and run a kernel, else why not (for Availability).
+
+    A device that enumerates is not yet usable: an OpenCL compiler that does not know the
+    host CPU (PoCL built on an LLVM older than the processor) fails every build, and the
+    delegate must then be unavailable with that reason rather than fail every partition.
+    """
     try:
-        devices = list_devices()
+        open_device(None, None)
+    except GpuOpenCLError as exc:
+        return str(exc)
     except Exception as exc:  # no ICD loader, no platform, broken driver
         return f"no OpenCL platform: {type(exc).__name__}: {exc}".strip()
-    if not devices:
-        return "pyopencl found no OpenCL device on any platform (install a driver or pocl)"
     return None
 
 
@@ -110,16 +116,52 @@ def open_device(platform: int | str | None, device: int | str | None) -> DeviceH
         )
     if platform is None and device is None:
         candidates.sort(key=lambda pd: 0 if pd[1].type & cl.device_type.GPU else 1)
-    plat, dev = candidates[0]
+    failures = []
+    for plat, dev in candidates:
+        try:
+            return _open(plat, dev)
+        except GpuOpenCLError as exc:
+            failures.append(f"{plat.name.strip()} / {dev.name.strip()}: {exc}")
+    raise GpuOpenCLError(
+        f"no usable OpenCL device matches platform={platform!r} device={device!r}: "
+        + "; ".join(failures)
+    )
+
+
+# A kernel every OpenCL C compiler must accept: building it tells whether the device's
+# compiler works at all on this machine.
+_PROBE_SOURCE = "__kernel void offload_probe(__global float *x) { x[get_global_id(0)] += 1.0f; }"
+
+
+def _first_errors(exc: Exception) -> str:
+    """The compiler's own ``error:`` lines, which name the cause; the rest is boilerplate."""
+    lines = [ln.strip() for ln in str(exc).splitlines()]
+    errors = list(dict.fromkeys(ln for ln in lines if ln.startswith("error:")))
+    return "; ".join(errors[:3]) or " ".join(" ".join(lines).split())[:300]
+
+
+def _open(plat: cl.Platform, dev: cl.Device) -> DeviceHandle:
+    """The shared handle of a device whose compiler builds a trivial kernel (memoised,
+    failures too, so an unusable device costs one build per process)."""
     key = (plat.name, dev.name + str(dev.int_ptr))
     with _LOCK:
         handle = _DEVICES.get(key)
-        if handle is None:
-            context = check("clCreateContext", cl.Context, [dev])
-            queue = check("clCreateCommandQueue", cl.CommandQueue, context, dev)
-            handle = DeviceHandle(plat, dev, context, queue)
-            _DEVICES[key] = handle
-    return handle
+        if handle is not None:
+            return handle
+        reason = _UNUSABLE.get(key)
+        if reason is None:
+            try:
+                context = check("clCreateContext", cl.Context, [dev])
+                queue = check("clCreateCommandQueue", cl.CommandQueue, context, dev)
+                cl.Program(context, _PROBE_SOURCE).build()
+            except (cl.Error, GpuOpenCLError) as exc:
+                reason = f"its OpenCL compiler fails on a trivial kernel ({_first_errors(exc)})"
+                _UNUSABLE[key] = reason
+            else:
+                handle = DeviceHandle(plat, dev, context, queue)
+                _DEVICES[key] = handle
+                return handle
+    raise GpuOpenCLError(reason)
 
 
 def _build_from_source(handle: DeviceHandle, options: str) -> cl.Program:

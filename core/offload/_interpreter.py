@@ -9,11 +9,14 @@ allocates input buffers, the liveness table and the arena of intermediates, see
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import os
+import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,7 @@ from offload.errors import (
     CpuFallbackError,
     DelegateError,
     InterpreterStateError,
+    MemoryBudgetError,
     OffloadError,
     OpExecutionError,
     TensorIndexError,
@@ -37,11 +41,33 @@ from offload.errors import (
     TensorTypeError,
 )
 from offload.ops import kernel_class
+from offload.ops._base import Shape, ShapeContext
 
 __all__ = ["Interpreter", "SignatureRunner"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
 _FOLDABLE = frozenset({"DEQUANTIZE", "DENSIFY"})
+# The default of ``max_tensor_bytes``: no tensor of a model run from Python needs more, and a
+# crafted model asking for more (a FILL of 2^40 elements) fails before allocating it.
+DEFAULT_MAX_TENSOR_BYTES = 2 * 2**30
+# What a shape rule or a kernel's setup raises on inputs that cannot be valid; anything else
+# escaping them is a bug in offload and is reported as one, still typed.
+_INVALID_INPUT = (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError)
+
+
+def _shapes_str(tensors: Sequence[int], shapes: Sequence[Shape | None]) -> str:
+    return ", ".join(
+        "omitted" if t < 0 or shape is None else f"{list(shape)}"
+        for t, shape in zip(tensors, shapes)
+    )
+
+
+def _dynamic_match(tensor: Tensor, shape: Shape) -> bool:
+    """Whether ``shape`` differs from the declared one only where the signature says -1."""
+    signature = tensor.shape_signature
+    return len(signature) == len(shape) and all(
+        s == -1 or s == d for s, d in zip(signature, shape)
+    )
 
 
 def _shape_str(a: Any) -> str:
@@ -82,12 +108,17 @@ class _Executor:
         delegates: Sequence[Delegate],
         allow_cpu_fallback: bool,
         preserve_all_tensors: bool,
+        max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
     ) -> None:
         self.model = model
         self.subgraph = subgraph
         self.delegates = list(delegates)
         self.allow_cpu_fallback = allow_cpu_fallback
         self.preserve_all_tensors = preserve_all_tensors
+        self.max_tensor_bytes = max_tensor_bytes
+        # Held for the length of every call that reads or changes the executor's state, so a
+        # second thread gets a typed error instead of silently mixing its tensors with ours.
+        self.busy = threading.Lock()
         self.shapes: list[tuple[int, ...]] = [t.shape for t in subgraph.tensors]
         self.buffers: list[np.ndarray | None] = [None] * len(subgraph.tensors)
         self.plan: Plan | None = None
@@ -124,9 +155,105 @@ class _Executor:
         kernel = self.cpu_kernels.get(node_index)
         if kernel is None:
             node = self.subgraph.nodes[node_index]
-            kernel = kernel_class(node)(node, self.subgraph, self.folded)
+            cls = kernel_class(node)
+            try:
+                kernel = cls(node, self.subgraph, self.folded)
+            except OffloadError:
+                raise
+            except Exception as exc:
+                raise OpExecutionError(
+                    f"{node.describe()} could not be set up: {type(exc).__name__}: {exc} "
+                    f"(inputs: {self._describe_inputs(node.inputs)})"
+                ) from exc
             self.cpu_kernels[node_index] = kernel
         return kernel
+
+    def _describe_inputs(self, tensors: Sequence[int]) -> str:
+        sg = self.subgraph
+        return ", ".join(
+            "omitted" if t < 0 else f"{sg.tensors[t].dtype}{list(self.shapes[t])}" for t in tensors
+        )
+
+    # -- shapes -----------------------------------------------------------------------------
+
+    def _constant_of(self, t: int) -> np.ndarray | None:
+        if t in self.folded:
+            return self.folded[t]
+        tensor = self.subgraph.tensors[t]
+        if not tensor.is_constant or tensor.sparsity is not None or tensor.dtype.kind == "O":
+            return None
+        return tensor.constant_value()
+
+    def _infer_shapes(self) -> None:
+        """Compute every tensor's shape from the inputs' shapes, node by node, and check it.
+
+        A model file is untrusted: its declared shapes are checked against what each op
+        computes before any kernel or delegate sizes a buffer from them. With the model's own
+        input shapes a disagreement is an error (except on dimensions the shape signature
+        marks dynamic); after ``resize_tensor_input`` the computed shapes replace the declared
+        ones, as LiteRT's Prepare does. Every shape is then held to ``max_tensor_bytes``.
+        """
+        sg = self.subgraph
+        resized = any(self.shapes[i] != sg.tensors[i].shape for i in sg.inputs)
+        shapes: list[Shape] = [t.shape for t in sg.tensors]
+        for i in sg.inputs:
+            shapes[i] = self.shapes[i]
+        for node in sg.nodes:
+            try:
+                cls = kernel_class(node)
+            except OffloadError:
+                continue  # no CPU kernel: planning says so, or a delegate takes the node
+            in_shapes = [shapes[t] if t >= 0 else None for t in node.inputs]
+
+            def constant(position: int, node: Any = node) -> np.ndarray | None:
+                return self._constant_of(node.inputs[position])
+
+            try:
+                inferred = cls.output_shapes(ShapeContext(node, in_shapes, constant))
+            except _INVALID_INPUT as exc:
+                raise TensorShapeError(
+                    f"{node.describe()}: {exc} (inputs: {_shapes_str(node.inputs, in_shapes)})"
+                ) from exc
+            if inferred is None:
+                continue
+            if len(inferred) != len(node.outputs):
+                raise TensorShapeError(
+                    f"{node.describe()}: expected {len(inferred)} output(s) for these inputs, "
+                    f"found {len(node.outputs)} in the model"
+                )
+            for t, shape in zip(node.outputs, inferred):
+                if t < 0 or shape is None:
+                    continue
+                shape = tuple(int(d) for d in shape)
+                tensor = sg.tensors[t]
+                if not resized and shape != tensor.shape and not _dynamic_match(tensor, shape):
+                    raise TensorShapeError(
+                        f"{node.describe()}: output tensor {t} ({tensor.name!r}) is declared "
+                        f"with shape {list(tensor.shape)}, but inputs "
+                        f"{_shapes_str(node.inputs, in_shapes)} and the node's options give "
+                        f"{list(shape)}; the model file is inconsistent"
+                    )
+                shapes[t] = shape
+        for tensor in sg.tensors:
+            self._check_size(tensor, shapes[tensor.index])
+        self.shapes = shapes
+
+    def _check_size(self, tensor: Tensor, shape: Shape) -> None:
+        if any(d < 0 for d in shape):
+            raise TensorShapeError(
+                f"tensor {tensor.index} ({tensor.name!r}): expected non-negative dimensions, "
+                f"found shape {list(shape)}"
+            )
+        if self.max_tensor_bytes is None or tensor.is_constant or tensor.dtype.kind == "O":
+            return  # constants are views of the file; they allocate nothing
+        nbytes = math.prod(shape) * tensor.dtype.itemsize
+        if nbytes > self.max_tensor_bytes:
+            raise MemoryBudgetError(
+                f"tensor {tensor.index} ({tensor.name!r}) of shape {list(shape)} and type "
+                f"{tensor.dtype} needs {nbytes:,} bytes, more than max_tensor_bytes="
+                f"{self.max_tensor_bytes:,}; pass a larger max_tensor_bytes (or None) to the "
+                "Interpreter if this model really needs it"
+            )
 
     def _init_partition(self, partition: Partition) -> DelegateKernel | None:
         delegate = self._delegate_named(partition.delegate)
@@ -183,13 +310,22 @@ class _Executor:
                 continue
             kernel = self._cpu_kernel(node.index)
             args = [self.folded.get(i, self.buffers[i]) if i >= 0 else None for i in node.inputs]
-            result = kernel.run(*args)
-            values = [result] if isinstance(result, np.ndarray) else list(result)
+            try:
+                result = kernel.run(*args)
+                values = [result] if isinstance(result, np.ndarray) else list(result)
+            except OffloadError:
+                raise
+            except Exception as exc:
+                raise OpExecutionError(
+                    f"{node.describe()} failed while folding constants at allocate_tensors: "
+                    f"{type(exc).__name__}: {exc} (inputs: {self._describe_inputs(node.inputs)})"
+                ) from exc
             for t, value in zip(node.outputs, values):
                 self.folded[t] = np.array(value, copy=True)
             self.folded_nodes.add(node.index)
 
     def allocate(self) -> None:
+        self._infer_shapes()
         if self.plan is None:
             self.plan = self._make_plan()
         sg = self.subgraph
@@ -338,9 +474,20 @@ class _Executor:
                 "invoke() called before allocate_tensors(); call allocate_tensors() first "
                 "(and again after resize_tensor_input())"
             )
+        pos = 0
+        while pos < len(self.compiled):
+            try:
+                self._run_from(pos)
+                return
+            except _PartitionFailed as failure:
+                pos = self._give_back_to_cpu(failure)
+
+    def _run_from(self, first: int) -> None:
         bufs = self.buffers
         profile = self.profile
-        for pos, cs in enumerate(self.compiled):
+        compiled = self.compiled
+        for pos in range(first, len(compiled)):
+            cs = compiled[pos]
             args = [bufs[i] if i >= 0 else None for i in cs.inputs]
             try:
                 if profile is None:
@@ -349,33 +496,124 @@ class _Executor:
                     start = time.perf_counter()
                     result = cs.run(*args)
                     profile.setdefault(pos, []).append(time.perf_counter() - start)
-            except OffloadError:
-                raise
+                if cs.kernel is None:
+                    values = self._checked_partition_outputs(cs, result)
+                elif cs.single:
+                    values = [result if isinstance(result, np.ndarray) else result[0]]
+                else:
+                    values = list(result)
             except Exception as exc:
+                if cs.kernel is None:  # a delegate partition: its own policy
+                    raise _PartitionFailed(pos, cs, exc) from exc
+                if isinstance(exc, OffloadError):
+                    raise
                 shapes = ", ".join(_shape_str(a) for a in args)
                 raise OpExecutionError(
                     f"{cs.label} failed: {type(exc).__name__}: {exc} (inputs: {shapes})"
                 ) from exc
-            if cs.single:
-                bufs[cs.outputs[0]] = result if isinstance(result, np.ndarray) else result[0]
-            else:
-                for t, value in zip(cs.outputs, result):
-                    if t >= 0:
-                        bufs[t] = value
+            for t, value in zip(cs.outputs, values):
+                if t >= 0:
+                    bufs[t] = value
             for t in cs.release:
                 bufs[t] = None
+
+    def _checked_partition_outputs(self, cs: _CompiledStep, result: Any) -> list[np.ndarray]:
+        """A delegate's outputs, held to the tensors' dtypes and inferred shapes."""
+        sg = self.subgraph
+        if isinstance(result, np.ndarray) or not isinstance(result, Sequence):
+            raise DelegateError(
+                f"expected a sequence of {len(cs.outputs)} arrays, found {type(result).__name__}"
+            )
+        if len(result) != len(cs.outputs):
+            raise DelegateError(f"expected {len(cs.outputs)} outputs, found {len(result)}")
+        for t, value in zip(cs.outputs, result):
+            tensor = sg.tensors[t]
+            if not isinstance(value, np.ndarray):
+                raise DelegateError(
+                    f"output tensor {t} ({tensor.name!r}): expected a numpy array, found "
+                    f"{type(value).__name__}"
+                )
+            if value.dtype != tensor.dtype or tuple(value.shape) != tuple(self.shapes[t]):
+                raise DelegateError(
+                    f"output tensor {t} ({tensor.name!r}): expected {tensor.dtype}"
+                    f"{list(self.shapes[t])}, found {value.dtype}{list(value.shape)}"
+                )
+        return list(result)
+
+    def _give_back_to_cpu(self, failure: _PartitionFailed) -> int:
+        """Run a partition whose delegate failed in invoke on the CPU from now on.
+
+        Returns where this invoke goes on: the first CPU step of that partition. The steps
+        before it have run and are not repeated (stateful ops must not step twice), and the
+        partition's inputs are still held, since they are released only after it runs.
+        """
+        assert self.plan is not None
+        partition = self.plan.partitions[failure.step.step.index]
+        exc = failure.error
+        message = (
+            f"delegate {partition.delegate!r} failed in invoke on partition {partition.index} "
+            f"(nodes {_node_ranges(partition.nodes)}): {type(exc).__name__}: {exc}"
+        )
+        if not self.allow_cpu_fallback:
+            raise DelegateError(message) from exc
+        warnings.warn(
+            f"{message}; running that partition on the CPU for the rest of this interpreter's "
+            "life",
+            stacklevel=4,
+        )
+        self.restored[partition.index] = message
+        self.delegate_kernels.pop(partition.index, None)
+        self.allocate()
+        members = set(partition.nodes)
+        for pos, cs in enumerate(self.compiled):
+            if cs.step.kind == "cpu" and cs.step.index in members:
+                return pos
+        raise AssertionError("a restored partition has no CPU steps; this is a bug in offload")
+
+
+class _PartitionFailed(Exception):
+    """A delegate partition raised or returned bad outputs during invoke (internal signal)."""
+
+    def __init__(self, position: int, step: _CompiledStep, error: Exception) -> None:
+        super().__init__(str(error))
+        self.position = position
+        self.step = step
+        self.error = error
+
+
+def _node_ranges(nodes: Sequence[int]) -> str:
+    """``3-7, 9``: a partition's nodes, compactly."""
+    ordered = sorted(nodes)
+    spans: list[str] = []
+    start = prev = ordered[0]
+    for n in [*ordered[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        spans.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(spans)
 
 
 def _partition_runner(kernel: DelegateKernel) -> Callable[..., Any]:
     def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
-        try:
-            return kernel.invoke(inputs)
-        except OffloadError:
-            raise
-        except Exception as exc:
-            raise DelegateError(f"{type(exc).__name__}: {exc}") from exc
+        return kernel.invoke(inputs)
 
     return run
+
+
+@contextlib.contextmanager
+def _exclusive(executor: _Executor, call: str) -> Iterator[None]:
+    if not executor.busy.acquire(blocking=False):
+        raise InterpreterStateError(
+            f"{call} was called while another thread is inside a call on this Interpreter; "
+            "an Interpreter runs one call at a time: use one Interpreter per thread"
+        )
+    try:
+        yield
+    finally:
+        executor.busy.release()
 
 
 def _variable_initial_value(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
@@ -397,6 +635,7 @@ def _tensor_details(t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
             "scales": np.zeros(0, np.float32),
             "zero_points": np.zeros(0, np.int32),
             "quantized_dimension": 0,
+            "block_size": 0,
         }
     else:
         quantization = q.as_tuple()
@@ -404,6 +643,7 @@ def _tensor_details(t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
             "scales": np.array(q.scale, np.float32),
             "zero_points": np.array(q.zero_point, np.int32),
             "quantized_dimension": q.quantized_dimension,
+            "block_size": 0,  # LiteRT's key; blockwise quantization is not read yet
         }
     sparsity: dict[str, Any] = {}
     if t.sparsity is not None:
@@ -447,6 +687,22 @@ class Interpreter:
         allow_cpu_fallback: False makes planning fail when a node is left to the CPU.
         profile: record per-step time; read it with :meth:`profile_report`.
         experimental_preserve_all_tensors: keep every intermediate for :meth:`get_tensor`.
+        max_tensor_bytes: the most bytes any one non-constant tensor may take (2 GiB by
+            default; None for no limit). Checked from the computed shapes at
+            ``allocate_tensors``, and by kernels whose output size depends on input values,
+            before anything is allocated; a larger tensor raises
+            :class:`~offload.errors.MemoryBudgetError` naming it.
+
+    One call at a time: an Interpreter is not shared between threads. A call made while
+    another thread is inside ``invoke``, ``allocate_tensors``, ``set_tensor``,
+    ``resize_tensor_input`` or ``reset_all_variables`` of the same Interpreter raises
+    :class:`~offload.errors.InterpreterStateError` instead of mixing the two threads' tensors.
+    Use one Interpreter per thread (they share nothing but the loaded model's bytes).
+
+    A delegate partition that fails during ``invoke`` (raises, or returns outputs of the
+    wrong count, dtype or shape) runs on the CPU from then on, with one warning naming the
+    delegate, the partition and its nodes; with ``allow_cpu_fallback=False`` it raises
+    :class:`~offload.errors.DelegateError` instead.
     """
 
     def __init__(
@@ -460,8 +716,16 @@ class Interpreter:
         allow_cpu_fallback: bool = True,
         profile: bool = False,
         experimental_preserve_all_tensors: bool = False,
+        max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
         **litert_options: Any,
     ) -> None:
+        if max_tensor_bytes is not None and (
+            not isinstance(max_tensor_bytes, int) or max_tensor_bytes <= 0
+        ):
+            raise ValueError(
+                f"max_tensor_bytes must be a positive int or None, found {max_tensor_bytes!r}"
+            )
+        self._max_tensor_bytes = max_tensor_bytes
         self._model = load_model(model_path=model_path, model_content=model_content)
         self._num_threads = num_threads
         self._allow_cpu_fallback = allow_cpu_fallback
@@ -490,6 +754,7 @@ class Interpreter:
             chosen,
             allow_cpu_fallback,
             experimental_preserve_all_tensors,
+            max_tensor_bytes,
         )
         if profile:
             self._executor.profile = {}
@@ -502,10 +767,12 @@ class Interpreter:
         return self._model
 
     def allocate_tensors(self) -> None:
-        self._executor.allocate()
+        with _exclusive(self._executor, "allocate_tensors()"):
+            self._executor.allocate()
 
     def invoke(self) -> None:
-        self._executor.invoke()
+        with _exclusive(self._executor, "invoke()"):
+            self._executor.invoke()
 
     def _check_index(self, index: int) -> Tensor:
         tensors = self._model.main.tensors
@@ -531,6 +798,10 @@ class Interpreter:
         return tuple(buf.shape) if buf is not None else self._executor.shapes[index]
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
+        with _exclusive(self._executor, "set_tensor()"):
+            self._set_tensor(tensor_index, value)
+
+    def _set_tensor(self, tensor_index: int, value: Any) -> None:
         t = self._check_index(tensor_index)
         ex = self._executor
         if t.index not in self._model.main.inputs and not t.is_variable:
@@ -591,6 +862,12 @@ class Interpreter:
     def resize_tensor_input(
         self, input_index: int, tensor_size: Sequence[int], strict: bool = False
     ) -> None:
+        with _exclusive(self._executor, "resize_tensor_input()"):
+            self._resize_tensor_input(input_index, tensor_size, strict)
+
+    def _resize_tensor_input(
+        self, input_index: int, tensor_size: Sequence[int], strict: bool
+    ) -> None:
         t = self._check_index(input_index)
         sg = self._model.main
         if t.index not in sg.inputs:
@@ -617,7 +894,8 @@ class Interpreter:
         self._executor.allocated = False
 
     def reset_all_variables(self) -> None:
-        self._executor.reset_variables()
+        with _exclusive(self._executor, "reset_all_variables()"):
+            self._executor.reset_variables()
 
     def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
         return {
@@ -649,6 +927,7 @@ class Interpreter:
                     self._delegates,
                     self._allow_cpu_fallback,
                     self._preserve,
+                    self._max_tensor_bytes,
                 )
             self._signature_runners[signature_key] = SignatureRunner(sig, executor)
         return self._signature_runners[signature_key]
@@ -712,6 +991,10 @@ class SignatureRunner:
         }
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        with _exclusive(self._executor, "a signature runner call"):
+            return self._call(inputs)
+
+    def _call(self, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
         ex = self._executor
         expected = set(self._signature.inputs)
         if set(inputs) != expected:

@@ -10,12 +10,14 @@ from __future__ import annotations
 __all__ = [
     "OffloadError",
     "ModelLoadError",
+    "InvalidGraphError",
     "UnsupportedModelError",
     "UnsupportedOpError",
     "OpExecutionError",
     "TensorIndexError",
     "TensorShapeError",
     "TensorTypeError",
+    "MemoryBudgetError",
     "InterpreterStateError",
     "PluginError",
     "PluginImportError",
@@ -35,6 +37,12 @@ class OffloadError(Exception):
 
 class ModelLoadError(OffloadError, ValueError):
     """The bytes are not a readable .tflite flatbuffer (truncated, corrupted, wrong file)."""
+
+
+class InvalidGraphError(ModelLoadError):
+    """The flatbuffer reads, but a subgraph breaks the format's rules: its operators are not
+    in execution order (a node reads a tensor that only it or a later node writes), or one
+    tensor is written twice. The message names the nodes and tensors."""
 
 
 class UnsupportedModelError(OffloadError, ValueError):
@@ -59,6 +67,10 @@ class TensorShapeError(OffloadError, ValueError):
 
 class TensorTypeError(OffloadError, ValueError):
     """A tensor was given a value of the wrong dtype."""
+
+
+class MemoryBudgetError(OffloadError, MemoryError):
+    """A tensor would need more bytes than the interpreter's ``max_tensor_bytes`` allows."""
 
 
 class InterpreterStateError(OffloadError, RuntimeError):

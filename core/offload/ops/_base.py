@@ -7,17 +7,65 @@ arithmetic on every invoke. The interpreter wraps any failure with the node's de
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 if TYPE_CHECKING:
     from offload._graph import Node, Subgraph, Tensor
 
-__all__ = ["OpKernel", "KernelResult"]
+__all__ = ["OpKernel", "KernelResult", "Shape", "ShapeContext", "check_shape"]
 
 KernelResult = np.ndarray | Sequence[np.ndarray]
+Shape = tuple[int, ...]
+
+
+def check_shape(condition: bool, message: str) -> None:
+    """Raise the error shape rules raise: a ValueError saying what was expected and found."""
+    if not condition:
+        raise ValueError(message)
+
+
+class ShapeContext:
+    """What a shape rule sees of a node before any kernel is built: the input shapes the
+    interpreter has inferred so far, the node's options, and the values of constant inputs."""
+
+    __slots__ = ("node", "shapes", "_constant")
+
+    def __init__(
+        self,
+        node: Node,
+        shapes: Sequence[Shape | None],
+        constant: Callable[[int], np.ndarray | None],
+    ) -> None:
+        self.node = node
+        self.shapes = tuple(shapes)
+        self._constant = constant
+
+    @property
+    def options(self) -> Any:
+        return self.node.options
+
+    def shape(self, position: int) -> Shape:
+        """The shape of input ``position``; an omitted or missing required input is an error."""
+        check_shape(
+            position < len(self.shapes) and self.shapes[position] is not None,
+            f"expected input {position} to be present, found "
+            + (f"{len(self.shapes)} inputs" if position >= len(self.shapes) else "it omitted"),
+        )
+        shape = self.shapes[position]
+        assert shape is not None
+        return shape
+
+    def has(self, position: int) -> bool:
+        return position < len(self.shapes) and self.shapes[position] is not None
+
+    def constant(self, position: int) -> np.ndarray | None:
+        """The value of input ``position`` when it is known before invoke, else None."""
+        if not self.has(position):
+            return None
+        return self._constant(position)
 
 
 class OpKernel:
@@ -68,6 +116,20 @@ class OpKernel:
         if tensor is None or not tensor.is_constant or tensor.sparsity is not None:
             return None
         return tensor.constant_value()
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None] | None:
+        """The node's output shapes computed from its input shapes, options and constants.
+
+        Called by ``allocate_tensors`` for every node, in order, before any kernel or
+        delegate is set up: the interpreter checks the result against the shapes the model
+        declares (a model file is untrusted) and sizes buffers from it. Return one shape per
+        output, None for an output whose shape depends on values known only at invoke (a
+        non-constant RESHAPE shape), or None overall for an op without a rule (its declared
+        shapes are then used as they are). Raise ValueError (see :func:`check_shape`) when
+        the inputs cannot be valid for this op, saying what was expected and found.
+        """
+        return None
 
     def setup(self) -> None:
         """Read options and pre-transform constant inputs. Called once, at planning time."""

@@ -10,7 +10,7 @@ so results round where LiteRT's do.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._lut import (
     Lut,
     int16_lut_lookup,
@@ -118,6 +118,16 @@ class BinaryOp(OpKernel):
     # the output's quantization, so order and selection work on the raw values).
     raw_quantized: ClassVar[bool] = False
     clamp_float: ClassVar[bool] = False
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        a, b = ctx.shape(0), ctx.shape(1)
+        try:
+            return [tuple(np.broadcast_shapes(a, b))]
+        except ValueError:
+            raise ValueError(
+                f"expected shapes that broadcast together, found {list(a)} and {list(b)}"
+            ) from None
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype
@@ -280,6 +290,10 @@ class UnaryOp(OpKernel):
     lut_fn: ClassVar[Callable[[np.ndarray], np.ndarray] | None] = None
     # Ops defined on raw integers as well (NEG, ABS on int32): those go through ``fn``.
     raw_quantized: ClassVar[bool] = False
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [ctx.shape(0)]
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype

@@ -3,10 +3,12 @@ of in-bounds taps per output pixel (TFLite averages over those only), activation
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import Geometry, geometry, pad_spatial, patches
 from offload.ops._quant import activation_range_quantized, dtype_range
 
@@ -15,6 +17,28 @@ __all__ = ["PoolKernel"]
 
 class PoolKernel(OpKernel):
     """Base of AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D: reads Pool2DOptions once."""
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        check_shape(len(shape) == 4, f"expected a 4-D NHWC input, found shape {list(shape)}")
+        opts = ctx.options
+        filter_hw = (opts.filter_height, opts.filter_width)
+        stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
+        check_shape(
+            min(*filter_hw, *stride) >= 1,
+            f"expected filter sizes and strides >= 1, found filter {list(filter_hw)} and "
+            f"stride {list(stride)}",
+        )
+        g = geometry(opts.get("padding", "SAME"), shape[1:3], filter_hw, stride)
+        # An empty output is legal (a real keyword-spotting model pools 2x2 VALID over a
+        # height of 1); a negative one means the window cannot fit at all.
+        check_shape(
+            g.out_h >= 0 and g.out_w >= 0,
+            f"expected a {opts.get('padding')} window of {list(filter_hw)} that fits the "
+            f"input's {list(shape[1:3])}, found an output of {g.out_h}x{g.out_w}",
+        )
+        return [(shape[0], g.out_h, g.out_w, shape[3])]
 
     def setup(self) -> None:
         opts = self.options

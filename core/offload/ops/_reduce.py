@@ -9,15 +9,17 @@ output shape, because converters often store a placeholder there.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._quant import dtype_range, multiply_by_quantized_multiplier, quantize_multiplier
 
 __all__ = [
     "ReduceKernel",
+    "reduced_shape",
     "resolve_axes",
     "quant_params",
     "multiply_by_quantized_multiplier_int64",
@@ -70,6 +72,13 @@ def mean_multiplier_for_count(multiplier: int, shift: int, count: int) -> tuple[
     return (multiplier << extra) // count, shift - extra
 
 
+def reduced_shape(shape: Sequence[int], axes: tuple[int, ...], keep_dims: bool) -> Shape:
+    """The shape after reducing ``axes``: kept as size 1, or dropped."""
+    if keep_dims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
 class ReduceKernel(OpKernel):
     """Shared ``setup``/``run`` of the reducers: subclasses implement :meth:`reduce`.
 
@@ -81,8 +90,20 @@ class ReduceKernel(OpKernel):
     # Value of an output element whose reduction covers no input element.
     empty_fill: ClassVar[str] = "zero"
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        axis = ctx.constant(1)
+        if axis is None:
+            return [None]
+        return [reduced_shape(shape, resolve_axes(axis, len(shape)), cls.keeps_dims(ctx.options))]
+
+    @staticmethod
+    def keeps_dims(options: Any) -> bool:
+        return bool(options.get("keep_dims", False))
+
     def setup(self) -> None:
-        self.keep_dims = bool(self.options.get("keep_dims", False))
+        self.keep_dims = self.keeps_dims(self.options)
         axis = self.constant(1)
         self.axes = None if axis is None else resolve_axes(axis, len(self.inputs[0].shape))
         self.out_dtype = self.outputs[0].dtype
@@ -100,10 +121,8 @@ class ReduceKernel(OpKernel):
 
     def run(self, x: np.ndarray, axis: np.ndarray | None = None) -> np.ndarray:
         axes = self.axes if self.axes is not None else resolve_axes(axis, x.ndim)
-        kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
-        out_shape = (
-            kept if self.keep_dims else tuple(d for i, d in enumerate(x.shape) if i not in axes)
-        )
+        kept = reduced_shape(x.shape, axes, True)
+        out_shape = reduced_shape(x.shape, axes, self.keep_dims)
         if not axes:
             result = self.reduce_none(x)
         elif x.size == 0:

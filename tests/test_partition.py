@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import offload
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload._graph import Model, Node, Subgraph, Tensor
 from offload._plan import make_plan
-from offload.errors import DelegateOptionsError
+from offload.errors import DelegateOptionsError, InvalidGraphError, ModelLoadError
+from offload.model.builder import ModelBuilder
 
 YES = ModelTypeSupport(support="yes")
 
@@ -169,3 +171,55 @@ def test_unsupported_model_type_rejects_every_node_once() -> None:
         "int8only": "int8only does not support float32 models: int8 only"
     }
     assert "int8only" not in plan.node_reasons
+
+
+def test_two_nodes_reading_each_others_output_are_a_model_error() -> None:
+    """A cycle is a malformed model: a typed error naming both nodes and the tensor."""
+    model = graph([("ADD", [0, 2], [1]), ("RELU", [1], [2])], 3, [0], [2])
+    with pytest.raises(InvalidGraphError) as info:
+        make_plan(model, model.main, [delegate(("ADD",))])
+    message = str(info.value)
+    assert "ADD v1 (node 0) reads tensor 2 ('t2')" in message
+    assert "written only by RELU v1 (node 1), which comes after it" in message
+    assert "expected operators in execution order" in message
+
+
+def test_reading_a_tensor_a_later_node_writes_is_refused() -> None:
+    """Out of file order without a cycle is refused too: LiteRT would read an unwritten slot."""
+    model = graph([("RELU", [1], [2]), ("EXP", [0], [1])], 3, [0], [2])
+    with pytest.raises(InvalidGraphError, match=r"RELU v1 \(node 0\) reads tensor 1 \('t1'\)"):
+        make_plan(model, model.main, [])
+
+
+def test_a_node_reading_its_own_output_is_refused() -> None:
+    """A self-loop names the node and says it writes the tensor itself."""
+    model = graph([("ADD", [0, 1], [1])], 2, [0], [1])
+    with pytest.raises(
+        InvalidGraphError, match=r"reads tensor 1 \('t1'\), which is written only by itself"
+    ):
+        make_plan(model, model.main, [])
+
+
+def test_a_tensor_written_by_two_nodes_is_refused() -> None:
+    """Each tensor has one writer; the error names the tensor and both nodes."""
+    model = graph([("RELU", [0], [1]), ("EXP", [0], [1])], 2, [0], [1])
+    with pytest.raises(
+        InvalidGraphError,
+        match=r"tensor 1 \('t1'\) is written by RELU v1 \(node 0\) and again by "
+        r"EXP v1 \(node 1\)",
+    ):
+        make_plan(model, model.main, [])
+
+
+def test_allocate_tensors_on_a_cyclic_model_file_raises_a_model_error() -> None:
+    """Through the Interpreter, a crafted cyclic .tflite fails with a ModelLoadError, not a bug."""
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 4))
+    t1 = b.add_tensor("t1", shape=(1, 4))
+    t2 = b.add_tensor("t2", shape=(1, 4))
+    b.add_operator("ADD", [x, t2], [t1])
+    b.add_operator("RELU", [t1], [t2])
+    b.add_output(t2)
+    interp = offload.Interpreter(model_content=b.build(), delegates=["dummy"])
+    with pytest.raises(ModelLoadError, match=r"ADD v1 \(node 0\) reads tensor 2 \('t2'\)"):
+        interp.allocate_tensors()

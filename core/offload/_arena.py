@@ -11,6 +11,7 @@ gets no slot.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -42,12 +43,12 @@ class ArenaPlan:
     def views(self, shapes: Mapping[int, tuple[int, ...]], dtypes: Mapping[int, np.dtype]):
         """Allocate the arena and return (the block, one array view per placed tensor)."""
         block = np.empty(max(self.size, 1), np.uint8)
-        arrays = {}
-        for t, offset in self.offsets.items():
-            dtype = np.dtype(dtypes[t])
-            count = int(np.prod(shapes[t], dtype=np.int64))
-            flat = block[offset : offset + count * dtype.itemsize].view(dtype)
-            arrays[t] = flat.reshape(shapes[t])
+        # One constructor call per tensor (the view's base is the block): slicing, viewing
+        # and reshaping cost several times more, which shows at tens of thousands of slots.
+        arrays = {
+            t: np.ndarray(shapes[t], dtype=dtypes[t], buffer=block, offset=offset)
+            for t, offset in self.offsets.items()
+        }
         return block, arrays
 
 
@@ -58,55 +59,86 @@ def plan_arena(
 ) -> ArenaPlan:
     """Give each eligible output a slot; ``nbytes`` holds the size of every eligible tensor
     (tensors missing from it are not placed), ``keep`` the tensors that must outlive invoke.
+
+    ``steps`` are in execution order with each tensor written by at most one step, as
+    :func:`offload._plan.make_plan` guarantees.
     """
     last_use: dict[int, int] = {}
+    first_def: dict[int, int] = {}
     for pos, step in enumerate(steps):
         for t in (*step.inputs, *step.outputs):
             if t >= 0:
                 last_use[t] = pos
-    # The arena tensors each tensor may share memory with: itself if it is placed, and
-    # whatever its inputs share when a step may return a view.
-    roots: dict[int, frozenset[int]] = {}
-    first_def: dict[int, int] = {}
-    for pos, step in enumerate(steps):
+        if step.writes_into and len(step.outputs) == 1:
+            # Its output is fresh or its own slot, whether or not it gets one.
+            t = step.outputs[0]
+            if t >= 0 and t in nbytes and t not in keep:
+                first_def.setdefault(t, pos)
+    # A step that may return a view makes each of its outputs share memory with each of its
+    # inputs. Walking the steps backwards, each tensor learns the last step that reads
+    # anything that may share its memory, and whether any of those is kept. That is one
+    # pass; carrying the set of shared slots forward instead grows along a chain of
+    # view-returning steps and turns quadratic.
+    view_end: dict[int, int] = {}
+    view_kept: set[int] = set()
+    for step in reversed(steps):
         if step.writes_into:
-            # Its outputs are fresh or its own slot, whether or not it gets one.
-            for t in step.outputs:
-                if t >= 0 and t in nbytes and t not in keep and len(step.outputs) == 1:
-                    first_def.setdefault(t, pos)
-                    roots[t] = frozenset((t,))
             continue
-        shared = frozenset().union(*(roots.get(i, frozenset()) for i in step.inputs if i >= 0))
-        for t in step.outputs:
-            if t >= 0:
-                roots[t] = roots.get(t, frozenset()) | shared
-    end = {t: last_use.get(t, first_def[t]) for t in first_def}
-    excluded: set[int] = set()
-    for t, shared in roots.items():
-        for root in shared:
-            if root == t:
-                continue
-            if t in keep:
-                excluded.add(root)
-            else:
-                end[root] = max(end[root], last_use.get(t, end[root]))
-    lifetimes = {t: (first_def[t], end[t]) for t in first_def if t not in excluded}
+        outputs = [t for t in step.outputs if t >= 0]
+        if not outputs:
+            continue
+        end = max(max(last_use[t], view_end.get(t, -1)) for t in outputs)
+        kept = any(t in keep or t in view_kept for t in outputs)
+        for i in step.inputs:
+            if i >= 0:
+                if end > view_end.get(i, -1):
+                    view_end[i] = end
+                if kept:
+                    view_kept.add(i)
+    lifetimes = {
+        t: (start, max(last_use[t], view_end.get(t, -1)))
+        for t, start in first_def.items()
+        if t not in view_kept
+    }
     return place(lifetimes, nbytes)
 
 
 def place(lifetimes: Mapping[int, tuple[int, int]], nbytes: Mapping[int, int]) -> ArenaPlan:
     """Greedy placement, largest first: each tensor goes to the lowest aligned offset that
-    overlaps no placed tensor whose lifetime (inclusive step range) overlaps its own."""
+    overlaps no placed tensor whose lifetime (inclusive step range) overlaps its own.
+
+    LiteRT's ArenaPlanner scans every allocation for each tensor; here the placed tensors
+    are indexed by lifetime, so each tensor visits only those alive with it: O(n log n)
+    plus the overlapping pairs, instead of O(n^2) on a long chain.
+    """
+    order = sorted(lifetimes, key=lambda t: (-nbytes[t], lifetimes[t][0], t))
+    if not order:
+        return ArenaPlan({}, 0)
+    # Lifetimes that overlap [start, stop] either contain ``start`` or begin in
+    # (start, stop]. Every query point is some tensor's start, so the time axis is the
+    # sorted distinct starts: a segment tree over it answers "which placed lifetimes contain
+    # this start" (each lifetime stored at O(log n) nodes), and a bucket per start holds the
+    # placed lifetimes that begin there.
+    points = sorted({start for start, _ in lifetimes.values()})
+    rank = {p: k for k, p in enumerate(points)}
+    leaves = 1 << max(len(points) - 1, 0).bit_length()
+    covering: list[list[int]] = [[] for _ in range(2 * leaves)]  # tree node -> placed tensors
+    starting: list[list[int]] = [[] for _ in points]  # start rank -> placed tensors
     offsets: dict[int, int] = {}
     size = 0
-    for t in sorted(lifetimes, key=lambda t: (-nbytes[t], lifetimes[t][0], t)):
+    for t in order:
         start, stop = lifetimes[t]
         need = nbytes[t]
-        busy = sorted(
-            (offsets[o], offsets[o] + nbytes[o])
-            for o in offsets
-            if lifetimes[o][0] <= stop and start <= lifetimes[o][1]
-        )
+        first = rank[start]
+        last = bisect.bisect_right(points, stop) - 1  # the last start within [start, stop]
+        alive: list[int] = []
+        node = first + leaves
+        while node:
+            alive += covering[node]
+            node >>= 1
+        for k in range(first + 1, last + 1):
+            alive += starting[k]
+        busy = sorted((offsets[o], offsets[o] + nbytes[o]) for o in alive)
         candidate = 0
         for lo, hi in busy:
             if candidate + need <= lo:
@@ -114,4 +146,15 @@ def place(lifetimes: Mapping[int, tuple[int, int]], nbytes: Mapping[int, int]) -
             candidate = max(candidate, -(-hi // _ALIGNMENT) * _ALIGNMENT)
         offsets[t] = candidate
         size = max(size, candidate + need)
+        starting[first].append(t)
+        lo_node, hi_node = first + leaves, last + leaves + 1
+        while lo_node < hi_node:
+            if lo_node & 1:
+                covering[lo_node].append(t)
+                lo_node += 1
+            if hi_node & 1:
+                hi_node -= 1
+                covering[hi_node].append(t)
+            lo_node >>= 1
+            hi_node >>= 1
     return ArenaPlan(offsets, size)

@@ -10,12 +10,22 @@ sees the earlier ones' partitions as opaque steps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from offload._graph import Subgraph
+from offload.errors import InvalidGraphError
 
-__all__ = ["Partition", "Unit", "group_units", "initial_units", "finish_partition", "order_units"]
+__all__ = [
+    "Partition",
+    "Unit",
+    "check_execution_order",
+    "group_units",
+    "initial_units",
+    "finish_partition",
+    "order_units",
+]
 
 
 @dataclass(frozen=True)
@@ -36,115 +46,194 @@ class Unit:
 
     nodes: list[int]
     owner: str | None = None
-    deps: set[int] = field(default_factory=set)
+
+
+def check_execution_order(subgraph: Subgraph) -> None:
+    """Reject a graph whose operators are not in execution order, as the .tflite format
+    requires: every tensor a node reads is written by an earlier node (or by none: inputs,
+    constants, variables), and no tensor is written twice.
+
+    LiteRT runs operators in file order without checking: a node reading a tensor that a
+    later node writes reads whatever the arena slot holds (zeros, or the previous invoke's
+    value), and a node reading its own output is refused at AllocateTensors. Running such
+    a graph in dataflow order would silently compute something else, and a true cycle has
+    no order at all, so both are refused here, before partitioning relies on the order.
+    """
+    nodes = subgraph.nodes
+    writer: dict[int, int] = {}  # tensor -> the first node that writes it
+    problems: list[tuple[int, str]] = []  # (node index, what is wrong there)
+    for node in nodes:
+        for t in node.outputs:
+            if t < 0:
+                continue
+            if t in writer:
+                problems.append(
+                    (
+                        node.index,
+                        f"tensor {_tensor_name(subgraph, t)} is written by "
+                        f"{nodes[writer[t]].describe()} and again by {node.describe()}",
+                    )
+                )
+            else:
+                writer[t] = node.index
+    for node in nodes:
+        for t in node.inputs:
+            w = writer.get(t)
+            if w is not None and w >= node.index:
+                where = "itself"
+                if w != node.index:
+                    where = f"{nodes[w].describe()}, which comes after it"
+                problems.append(
+                    (
+                        node.index,
+                        f"{node.describe()} reads tensor {_tensor_name(subgraph, t)}, "
+                        f"which is written only by {where}",
+                    )
+                )
+    if problems:
+        problems.sort(key=lambda p: p[0])
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InvalidGraphError(
+            f"subgraph {subgraph.index} ({subgraph.name!r}): expected operators in execution "
+            "order (each tensor written by one node, before any node reads it), found: "
+            f"{problems[0][1]}{more}; the model file is malformed (re-export it with the "
+            "converter)"
+        )
+
+
+def _tensor_name(subgraph: Subgraph, t: int) -> str:
+    return f"{t} ({subgraph.tensors[t].name!r})"
 
 
 def initial_units(subgraph: Subgraph) -> list[Unit]:
     return [Unit(nodes=[node.index]) for node in subgraph.nodes]
 
 
-def _unit_deps(subgraph: Subgraph, units: Sequence[Unit]) -> list[set[int]]:
-    node_unit = {n: u for u, unit in enumerate(units) for n in unit.nodes}
-    producer = subgraph.producers()
-    deps: list[set[int]] = []
+def _unit_graph(subgraph: Subgraph, units: Sequence[Unit]) -> tuple[list[int], list[list[int]]]:
+    """Per unit: how many other units it reads from, and which units read from it."""
+    node_unit = [0] * len(subgraph.nodes)
     for u, unit in enumerate(units):
-        found: set[int] = set()
         for n in unit.nodes:
-            for t in subgraph.nodes[n].inputs:
+            node_unit[n] = u
+    producer = subgraph.producers()
+    nodes = subgraph.nodes
+    waiting = [0] * len(units)
+    dependents: list[list[int]] = [[] for _ in units]
+    # seen[d] == u once the edge d -> u is recorded: no set per unit, which at tens of
+    # thousands of units costs more than the walk itself.
+    seen = [-1] * len(units)
+    for u, unit in enumerate(units):
+        for n in unit.nodes:
+            for t in nodes[n].inputs:
                 p = producer.get(t)
-                if p is not None and node_unit[p] != u:
-                    found.add(node_unit[p])
-        deps.append(found)
-    return deps
+                if p is None:
+                    continue
+                d = node_unit[p]
+                if d != u and seen[d] != u:
+                    seen[d] = u
+                    waiting[u] += 1
+                    dependents[d].append(u)
+    return waiting, dependents
 
 
 def group_units(
     subgraph: Subgraph, units: Sequence[Unit], supported: Callable[[Unit], bool]
 ) -> list[list[int]]:
-    """Split units into waves of one kind; return the waves of supported units (unit indices)."""
-    deps = _unit_deps(subgraph, units)
-    dependents: list[list[int]] = [[] for _ in units]
-    for u, ds in enumerate(deps):
-        for d in ds:
-            dependents[d].append(u)
-    waiting = [len(ds) for ds in deps]
-    kind = [supported(unit) for unit in units]
-    ready = sorted(u for u in range(len(units)) if waiting[u] == 0)
+    """Split units into waves of one kind; return the waves of supported units (unit indices).
+
+    Each wave takes the ready units of its kind lowest index first. Ready units wait in one
+    heap per kind, so a wave neither re-sorts nor rescans the other kind's ready units: the
+    walk is O(E + n log n) however many waves the graph alternates through.
+    """
+    waiting, dependents = _unit_graph(subgraph, units)
+    kind = [bool(supported(unit)) for unit in units]
+    ready: dict[bool, list[int]] = {True: [], False: []}
+    for u in range(len(units)):  # ascending, so each list is already a heap
+        if waiting[u] == 0:
+            ready[kind[u]].append(u)
     done = 0
     groups: list[list[int]] = []
-    current = kind[ready[0]] if ready else False
+    firsts = [r[0] for r in ready.values() if r]
+    current = kind[min(firsts)] if firsts else False
     empty_waves = 0
     while done < len(units):
         wave: list[int] = []
-        pending = [u for u in ready if kind[u] == current]
-        ready = [u for u in ready if kind[u] != current]
+        pending, ready[current] = ready[current], []
+        other = ready[not current]
         while pending:
-            pending.sort()
-            u = pending.pop(0)
+            u = heapq.heappop(pending)
             wave.append(u)
             done += 1
             for v in dependents[u]:
                 waiting[v] -= 1
                 if waiting[v] == 0:
-                    (pending if kind[v] == current else ready).append(v)
+                    heapq.heappush(pending if kind[v] == current else other, v)
         if wave and current:
             groups.append(sorted(wave))
         empty_waves = 0 if wave else empty_waves + 1
         if empty_waves > 2:
+            # check_execution_order rejects cyclic graphs, and merging units along waves
+            # keeps the unit graph acyclic, so this is a bug here, not in the model.
             raise AssertionError("the graph has a cycle; no node is ready to run")
         current = not current
-        ready.sort()
     return groups
 
 
 def order_units(subgraph: Subgraph, units: Sequence[Unit]) -> list[int]:
-    """A deterministic execution order of units (Kahn's algorithm, lowest first node first)."""
-    deps = _unit_deps(subgraph, units)
-    waiting = [len(d) for d in deps]
-    dependents: list[list[int]] = [[] for _ in units]
-    for u, ds in enumerate(deps):
-        for d in ds:
-            dependents[d].append(u)
-    ready = [u for u in range(len(units)) if waiting[u] == 0]
+    """A deterministic execution order of units (Kahn's algorithm, lowest first node first).
+
+    Ready units wait in a heap keyed by their first node, O(E + n log n) in all.
+    """
+    waiting, dependents = _unit_graph(subgraph, units)
+    first = [min(unit.nodes) for unit in units]  # distinct: units share no node
+    ready = [(first[u], u) for u in range(len(units)) if waiting[u] == 0]
+    heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        ready.sort(key=lambda u: min(units[u].nodes))
-        u = ready.pop(0)
+        _, u = heapq.heappop(ready)
         order.append(u)
         for v in dependents[u]:
             waiting[v] -= 1
             if waiting[v] == 0:
-                ready.append(v)
+                heapq.heappush(ready, (first[v], v))
     if len(order) != len(units):
         raise AssertionError("partitioning produced a cycle; this is a bug in offload")
     return order
 
 
 def finish_partition(
-    subgraph: Subgraph, index: int, delegate: str, nodes: Sequence[int]
+    subgraph: Subgraph,
+    index: int,
+    delegate: str,
+    nodes: Sequence[int],
+    consumers: Mapping[int, Sequence[int]] | None = None,
 ) -> Partition:
-    """Compute a partition's boundary: runtime inputs, constants used, outputs read outside."""
+    """Compute a partition's boundary: runtime inputs, constants used, outputs read outside.
+
+    ``consumers`` is ``subgraph.consumers()``; a caller finishing many partitions passes it
+    once, so each partition costs its own size rather than a scan of the whole graph.
+    """
+    if consumers is None:
+        consumers = subgraph.consumers()
     members = set(nodes)
     produced = {t for n in nodes for t in subgraph.nodes[n].outputs}
     tensors = subgraph.tensors
     inputs: list[int] = []
     constants: list[int] = []
+    seen: set[int] = set()
     for n in nodes:
         for t in subgraph.nodes[n].inputs:
-            if t < 0 or t in produced:
+            if t < 0 or t in produced or t in seen:
                 continue
+            seen.add(t)
             target = constants if tensors[t].is_constant and not tensors[t].is_variable else inputs
-            if t not in target:
-                target.append(t)
-    read_outside = {
-        t for node in subgraph.nodes if node.index not in members for t in node.inputs if t >= 0
-    }
+            target.append(t)
     graph_outputs = set(subgraph.outputs)
     outputs = [
         t
         for n in nodes
         for t in subgraph.nodes[n].outputs
-        if t in read_outside or t in graph_outputs
+        if t in graph_outputs or any(c not in members for c in consumers.get(t, ()))
     ]
     return Partition(
         index=index,

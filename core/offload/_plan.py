@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from offload._partition import (
     Partition,
     Unit,
+    check_execution_order,
     finish_partition,
     group_units,
     initial_units,
@@ -119,7 +120,12 @@ def _unique_names(delegates: Sequence[Delegate]) -> list[str]:
 
 
 def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -> Plan:
-    """Offer the graph to each delegate in priority order; the CPU reference takes the rest."""
+    """Offer the graph to each delegate in priority order; the CPU reference takes the rest.
+
+    Raises :class:`offload.errors.InvalidGraphError` when the operators are not in execution
+    order (see :func:`offload._partition.check_execution_order`).
+    """
+    check_execution_order(subgraph)
     names = _unique_names(delegates)
     units: list[Unit] = initial_units(subgraph)
     node_reasons: dict[str, dict[int, str]] = {}
@@ -151,6 +157,7 @@ def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -
             ]
             units = [u for i, u in enumerate(units) if i not in taken] + merged
     order = order_units(subgraph, units)
+    consumers = subgraph.consumers()
     partitions: list[Partition] = []
     steps: list[Step] = []
     for u in order:
@@ -158,7 +165,9 @@ def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -
         if unit.owner is None:
             steps.append(Step("cpu", unit.nodes[0]))
         else:
-            partitions.append(finish_partition(subgraph, len(partitions), unit.owner, unit.nodes))
+            partitions.append(
+                finish_partition(subgraph, len(partitions), unit.owner, unit.nodes, consumers)
+            )
             steps.append(Step("delegate", len(partitions) - 1))
     return Plan(
         subgraph=subgraph,
@@ -178,31 +187,34 @@ def _apply_limits(
     min_nodes = getattr(options, "min_nodes_per_partition", 1) or 1
     max_parts = getattr(options, "max_delegated_partitions", None)
 
-    def size(g: list[int]) -> int:
-        return sum(len(units[u].nodes) for u in g)
-
+    # Sizes once per group: a reason is written per node, and recounting the group for each
+    # of its nodes would be quadratic in the group's size.
+    sizes = [sum(len(units[u].nodes) for u in g) for g in groups]
     kept: list[list[int]] = []
-    for g in groups:
-        if size(g) < min_nodes:
+    kept_sizes: list[int] = []
+    for g, size in zip(groups, sizes):
+        if size < min_nodes:
+            reason = (
+                f"its partition has {size} node(s), fewer than min_nodes_per_partition={min_nodes}"
+            )
             for u in g:
                 for n in units[u].nodes:
-                    reasons[n] = (
-                        f"its partition has {size(g)} node(s), fewer than "
-                        f"min_nodes_per_partition={min_nodes}"
-                    )
+                    reasons[n] = reason
         else:
             kept.append(g)
+            kept_sizes.append(size)
     if max_parts is not None and len(kept) > max_parts:
-        ranked = sorted(range(len(kept)), key=lambda i: (-size(kept[i]), i))
+        ranked = sorted(range(len(kept)), key=lambda i: (-kept_sizes[i], i))
         keep = set(ranked[:max_parts])
         for i, g in enumerate(kept):
             if i not in keep:
+                reason = (
+                    f"only the {max_parts} largest partition(s) are delegated "
+                    f"(max_delegated_partitions={max_parts}); "
+                    f"this one has {kept_sizes[i]} node(s)"
+                )
                 for u in g:
                     for n in units[u].nodes:
-                        reasons[n] = (
-                            f"only the {max_parts} largest partition(s) are delegated "
-                            f"(max_delegated_partitions={max_parts}); "
-                            f"this one has {size(g)} node(s)"
-                        )
+                        reasons[n] = reason
         kept = [g for i, g in enumerate(kept) if i in keep]
     return kept

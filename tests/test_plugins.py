@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +25,8 @@ from offload import (
     ModelTypeSupport,
     OpCapability,
 )
-from offload._plugins import _entry_points
+from offload._cli import main as cli_main
+from offload._plugins import _entry_points, plugin_manager
 from offload.errors import (
     DelegateUnavailableError,
     PluginError,
@@ -219,6 +222,151 @@ def test_external_delegate_import_error_is_typed(tmp_path: Path) -> None:
     source.write_text("raise RuntimeError('cannot start')\n")
     with pytest.raises(PluginImportError, match="broken_delegate.py.*cannot start"):
         offload.load_delegate(str(source))
+
+
+# -- hostile plugins: no exception from plugin code may end the host -------------------------
+# SystemExit and GeneratorExit are BaseExceptions, so a plain ``except Exception`` lets them
+# through; KeyboardInterrupt is the user asking to stop, and must still stop everything.
+
+# The exception type a plugin raises -> its argument.
+FAILURES: dict[str, object] = {
+    "SystemExit": 3,
+    "GeneratorExit": "closing",
+    "RuntimeError": "plugin is broken",
+}
+FAILURE_KINDS = sorted(FAILURES)
+
+
+def _failure(kind: str) -> BaseException:
+    return getattr(builtins, kind)(FAILURES[kind])
+
+
+def _failure_source(kind: str) -> str:
+    return f"raise {kind}({FAILURES[kind]!r})"
+
+
+def _module_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, body: str) -> str:
+    """Write ``body`` as an importable module under tmp_path; return its module name."""
+    modname = f"fake_offload_plugin_file_{name}"
+    (tmp_path / f"{modname}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return modname
+
+
+def _hook_raising(name: str, exc: BaseException) -> types.ModuleType:
+    """A plugin module whose offload_register_delegates hook raises ``exc``."""
+
+    @offload.hookimpl
+    def offload_register_delegates() -> list[type[Delegate]]:
+        raise exc
+
+    module = types.ModuleType(name)
+    module.offload_register_delegates = offload_register_delegates  # type: ignore[attr-defined]
+    return module
+
+
+def _raising_availability(exc: BaseException) -> classmethod:
+    def availability(cls: type[Delegate]) -> Availability:
+        raise exc
+
+    return classmethod(availability)
+
+
+def _host_survives(capsys: pytest.CaptureFixture[str], failed: str) -> None:
+    """The good plugin, delegates="auto" and ``offload delegates`` all still work."""
+    assert [d.name for d in offload.list_delegates()] == ["good"]
+    interp = offload.Interpreter(model_content=_add_model(), delegates="auto")
+    interp.allocate_tensors()
+    capsys.readouterr()
+    assert cli_main(["delegates", "--json"]) == 0
+    failed_plugins = json.loads(capsys.readouterr().out)["failed_plugins"]
+    assert failed in {p["name"] for p in failed_plugins}
+
+
+@pytest.mark.parametrize("kind", FAILURE_KINDS)
+def test_plugin_failing_on_import_is_contained(
+    fake_plugins, monkeypatch, tmp_path, capsys, kind: str
+) -> None:
+    """Any exception at import, SystemExit included, is that plugin's import error, with its
+    name; the traceback is kept on the record and as __cause__ of the error raised on request."""
+    _install(monkeypatch, fake_plugins, "good", _plugin_module("good", _delegate("good")))
+    fake_plugins["exiting"] = _module_file(
+        tmp_path, monkeypatch, f"import_{kind}", _failure_source(kind) + "\n"
+    )
+    with pytest.warns(UserWarning, match=f'Error importing offload plugin "exiting".*{kind}'):
+        records = {r.name: r for r in offload.list_plugins()}
+    record = records["exiting"]
+    assert record.status == "import-error" and record.error.startswith(kind)
+    assert type(record.exception).__name__ == kind
+    assert _failure_source(kind) in record.traceback  # the plugin's own line, from its file
+    with pytest.raises(PluginImportError, match=f'"exiting" failed to load: {kind}') as info:
+        offload.load_delegate("exiting")
+    assert info.value.__cause__ is record.exception
+    _host_survives(capsys, "exiting")
+
+
+@pytest.mark.parametrize("kind", FAILURE_KINDS)
+def test_plugin_failing_in_a_hook_is_contained(fake_plugins, monkeypatch, capsys, kind) -> None:
+    """Any exception from a hook, SystemExit included, makes that plugin invalid, by name."""
+    _install(monkeypatch, fake_plugins, "good", _plugin_module("good", _delegate("good")))
+    _install(monkeypatch, fake_plugins, "hooked", _hook_raising("hooked", _failure(kind)))
+    with pytest.warns(UserWarning, match=f'plugin "hooked" is invalid: {kind}'):
+        records = {r.name: r for r in offload.list_plugins()}
+    record = records["hooked"]
+    assert record.status == "invalid" and type(record.exception).__name__ == kind
+    assert "offload_register_delegates" in record.traceback
+    assert plugin_manager().pm.get_plugin("hooked") is None  # unregistered again
+    with pytest.raises(PluginImportError, match='"hooked" failed to load') as info:
+        offload.load_delegate("hooked")
+    assert info.value.__cause__ is record.exception
+    _host_survives(capsys, "hooked")
+
+
+@pytest.mark.parametrize("kind", FAILURE_KINDS)
+def test_availability_probe_that_raises_means_unavailable(fake_plugins, monkeypatch, kind) -> None:
+    """An availability() that raises anything but KeyboardInterrupt reads as unavailable."""
+    probe = _delegate("probe")
+    probe.availability = _raising_availability(_failure(kind))  # type: ignore[method-assign]
+    _install(monkeypatch, fake_plugins, "probe", _plugin_module("probe", probe))
+    (record,) = offload.list_delegates()
+    assert not record.availability.available
+    assert f"availability check raised {kind}" in record.availability.reason
+    interp = offload.Interpreter(model_content=_add_model(), delegates="auto")
+    assert interp.delegates == []
+    with pytest.raises(DelegateUnavailableError, match=kind):
+        offload.load_delegate("probe")
+
+
+def test_keyboard_interrupt_from_a_plugin_still_stops_the_host(
+    fake_plugins, monkeypatch, tmp_path
+) -> None:
+    """Ctrl-C during a plugin's import, hook or availability probe is not swallowed."""
+    fake_plugins["ctrl_c"] = _module_file(
+        tmp_path, monkeypatch, "ctrl_c", "raise KeyboardInterrupt\n"
+    )
+    with pytest.raises(KeyboardInterrupt):
+        offload.list_plugins()
+    del fake_plugins["ctrl_c"]
+    _install(monkeypatch, fake_plugins, "hook", _hook_raising("hook", KeyboardInterrupt()))
+    offload.reload_plugins()
+    with pytest.raises(KeyboardInterrupt):
+        offload.list_plugins()
+    del fake_plugins["hook"]
+    probe = _delegate("probe")
+    probe.availability = _raising_availability(KeyboardInterrupt())  # type: ignore[method-assign]
+    _install(monkeypatch, fake_plugins, "probe", _plugin_module("probe", probe))
+    offload.reload_plugins()
+    with pytest.raises(KeyboardInterrupt):
+        offload.list_plugins()
+
+
+def test_external_delegate_that_exits_is_a_typed_error(tmp_path: Path) -> None:
+    """load_delegate('file.py') turns sys.exit() at import into PluginImportError."""
+    source = tmp_path / "exiting_delegate.py"
+    source.write_text("import sys\nsys.exit(4)\n")
+    with pytest.raises(PluginImportError, match="exiting_delegate.py.*SystemExit: 4") as info:
+        offload.load_delegate(str(source))
+    assert isinstance(info.value.__cause__, SystemExit)
 
 
 @pytest.mark.skipif(

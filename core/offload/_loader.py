@@ -6,10 +6,13 @@ so loading a large model costs address space, not a copy.
 
 from __future__ import annotations
 
+import errno
 import functools
+import math
 import mmap
 import os
 import re
+import stat
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +63,26 @@ TENSOR_TYPES: dict[int, tuple[str, np.dtype]] = {
 
 _FILE_IDENTIFIER = b"TFL3"
 _TWO_GIB = 2**31
+# The most bytes one numpy array can span (its sizes are signed intp). LiteRT refuses a tensor
+# whose byte count overflows size_t at load ("BytesRequired ... overflowed"); this bound is
+# half that, the point past which offload could not hold the tensor at all.
+_MAX_TENSOR_BYTES = int(np.iinfo(np.intp).max)
+
+# Zero points a quantized integer tensor's type can hold, by TensorType name. LiteRT keeps zero
+# points as int32, so the wide types are bounded by int32 as well. Other types (floats above
+# all) carry quantization parameters that no kernel reads, so only their layout is checked.
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_ZERO_POINT_RANGES: dict[str, tuple[int, int]] = {
+    "INT4": (-8, 7),
+    "INT8": (-128, 127),
+    "UINT8": (0, 255),
+    "INT16": (-(2**15), 2**15 - 1),
+    "UINT16": (0, 2**16 - 1),
+    "INT32": (_INT32_MIN, _INT32_MAX),
+    "UINT32": (0, _INT32_MAX),
+    "INT64": (_INT32_MIN, _INT32_MAX),
+    "UINT64": (0, _INT32_MAX),
+}
 
 
 def _enum_names(enum_cls: type) -> dict[int, str]:
@@ -137,6 +160,18 @@ def _parse_options(op: Any) -> OpOptions:
     return OpOptions(type_name, fields)
 
 
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, in the words of ``ls -l``'s first column."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), f"a file of mode {mode:#o}")
+
+
 def _read_bytes(model_path: str | os.PathLike[str] | None, model_content: Any) -> tuple[Any, str]:
     if (model_path is None) == (model_content is None):
         raise ModelLoadError(
@@ -151,16 +186,43 @@ def _read_bytes(model_path: str | os.PathLike[str] | None, model_content: Any) -
             )
         return bytes(model_content), "<model_content>"
     path = os.fspath(model_path)  # type: ignore[arg-type]
+    return _map_regular_file(path), path
+
+
+def _map_regular_file(path: str) -> mmap.mmap:
+    """Memory-map ``path`` read-only, refusing anything that is not a regular file.
+
+    O_NONBLOCK keeps open() from waiting for a writer on a FIFO (or a device from blocking);
+    the type is then taken from fstat of the opened descriptor, so a path swapped between a
+    check and the open cannot slip through. For a regular file O_NONBLOCK changes nothing.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                raise ModelLoadError(f"{path}: expected a .tflite flatbuffer, found an empty file")
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), path
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise ModelLoadError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ModelLoadError(f"{path}: expected a .tflite file, found a directory") from None
+    except OSError as exc:
+        # A Unix socket cannot be opened at all (ENXIO); name it from stat instead.
+        found = f"an unreadable path ({exc.strerror})"
+        if exc.errno == errno.ENXIO:
+            try:
+                found = _file_kind(os.stat(path).st_mode)
+            except OSError:
+                pass
+        raise ModelLoadError(f"{path}: expected a .tflite file, found {found}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            found = _file_kind(info.st_mode)
+            raise ModelLoadError(f"{path}: expected a .tflite file (a regular file), found {found}")
+        if info.st_size == 0:
+            raise ModelLoadError(f"{path}: expected a .tflite flatbuffer, found an empty file")
+        try:
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except OSError as exc:  # e.g. a filesystem that cannot map files
+            raise ModelLoadError(f"{path}: the file could not be memory-mapped ({exc})") from exc
+    finally:
+        os.close(fd)  # the mapping keeps its own reference to the file
 
 
 def load_model(
@@ -277,18 +339,78 @@ def _read_opcode(code: Any) -> tuple[int, int, str | None]:
     return builtin, max(code.Version(), 1), custom.decode("utf-8", "replace") if custom else None
 
 
-def _read_quantization(q: Any) -> Quantization | None:
+def _read_quantization(
+    q: Any, shape: tuple[int, ...], type_name: str, is_constant: bool, where: str
+) -> Quantization | None:
+    """The tensor's affine quantization; ModelLoadError for parameters that cannot be right.
+
+    Layout (every tensor, floats included, since LiteRT refuses these at load): one zero point
+    per scale, ``quantized_dimension`` an axis of the shape, and per-channel scales numbering
+    that axis's size. offload also takes a single zero point for many scales (it broadcasts),
+    where LiteRT demands equal counts.
+
+    Values (integer tensors only; LiteRT runs floats whatever they carry): scales finite and
+    not negative, zero points within the type. A zero scale is allowed on constants only: their
+    values then dequantize to 0, LiteRT turns the scale into a zero multiplier, and converters
+    write it for weight channels that are all zero. On a runtime tensor (an activation) a zero
+    scale is a division by zero in the kernels that rescale into it.
+    """
     if q is None or q.ScaleLength() == 0:
         return None
     scale = q.ScaleAsNumpy().astype(np.float32)
     zero_point = (
-        q.ZeroPointAsNumpy().astype(np.int64)
-        if q.ZeroPointLength()
-        else np.zeros(scale.shape, np.int64)
+        q.ZeroPointAsNumpy().astype(np.int64) if q.ZeroPointLength() else np.zeros(0, np.int64)
     )
+    axis = int(q.QuantizedDimension())
+    count, zp_count = scale.size, zero_point.size
+    if zp_count not in (1, count):
+        raise ModelLoadError(
+            f"{where} has {count} quantization scale(s) and {zp_count} zero point(s); expected "
+            f"{'one zero point' if count == 1 else f'1 or {count} zero points'}"
+        )
+    if shape and not 0 <= axis < len(shape):
+        raise ModelLoadError(
+            f"{where} of shape {list(shape)} has quantized_dimension {axis}; expected an axis "
+            f"in 0..{len(shape) - 1}"
+        )
+    if count > 1 and (not shape or shape[axis] != count):
+        size = f"dimension {axis} of size {shape[axis]}" if shape else "no dimensions (a scalar)"
+        raise ModelLoadError(
+            f"{where} of shape {list(shape)} has {count} quantization scales along "
+            f"quantized_dimension {axis}, which has {size}; expected 1 (per tensor) or one "
+            "per channel of that dimension"
+        )
+    if zp_count == 1 and count > 1:
+        zero_point = np.full(scale.shape, zero_point[0], np.int64)
+    if type_name in _ZERO_POINT_RANGES:
+        _check_quantized_values(scale, zero_point, type_name, is_constant, where)
     scale.flags.writeable = False
     zero_point.flags.writeable = False
-    return Quantization(scale, zero_point, q.QuantizedDimension())
+    return Quantization(scale, zero_point, axis)
+
+
+def _check_quantized_values(
+    scale: np.ndarray, zero_point: np.ndarray, type_name: str, is_constant: bool, where: str
+) -> None:
+    bad = ~np.isfinite(scale) | (scale < 0) | ((scale == 0) & (not is_constant))
+    if bad.any():
+        i = int(np.argmax(bad))
+        allowed = (
+            "finite and >= 0 (0 is allowed on a constant: its values dequantize to 0)"
+            if is_constant
+            else "finite and > 0 (kernels divide by a runtime tensor's scale)"
+        )
+        raise ModelLoadError(
+            f"{where} ({type_name}) has quantization scale[{i}] = {scale[i]}; expected {allowed}"
+        )
+    low, high = _ZERO_POINT_RANGES[type_name]
+    outside = (zero_point < low) | (zero_point > high)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ModelLoadError(
+            f"{where} ({type_name}) has zero_point[{i}] = {int(zero_point[i])}; expected a "
+            f"value in {low}..{high}"
+        )
 
 
 _INDEX_VECTORS = {1: tflite.Int32Vector, 2: tflite.Uint16Vector, 3: tflite.Uint8Vector}
@@ -327,6 +449,8 @@ def _read_sparsity(s: Any) -> Sparsity | None:
 
 
 def _read_tensor(t: Any, index: int, buffers: list[np.ndarray | None], source: str) -> Tensor:
+    name = (t.Name() or b"").decode("utf-8", "replace")
+    where = f"{source}: tensor {index} ({name!r})"
     type_id = t.Type()
     if type_id not in TENSOR_TYPES:
         raise ModelLoadError(f"{source}: tensor {index} has unknown TensorType {type_id}")
@@ -335,6 +459,21 @@ def _read_tensor(t: Any, index: int, buffers: list[np.ndarray | None], source: s
     signature = (
         tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else shape
     )
+    if any(d < 0 for d in shape):
+        # LiteRT refuses these at load too: the converter writes a concrete shape (1 for an
+        # unknown dimension) and keeps -1 for shape_signature.
+        raise ModelLoadError(
+            f"{where} has shape {list(shape)}; expected dimensions >= 0 (a dynamic dimension "
+            "is -1 in shape_signature, not in shape)"
+        )
+    # Python ints: a product of int32 dimensions can pass 2**64, where numpy's would wrap.
+    count = math.prod(shape)
+    if count * dtype.itemsize > _MAX_TENSOR_BYTES:
+        raise ModelLoadError(
+            f"{where} of shape {list(shape)} and type {type_name} holds {count} elements "
+            f"({count * dtype.itemsize} bytes); expected at most {_MAX_TENSOR_BYTES} bytes, "
+            "the most one array can address"
+        )
     buf_index = t.Buffer()
     if not 0 <= buf_index < max(len(buffers), 1):
         raise ModelLoadError(
@@ -345,15 +484,21 @@ def _read_tensor(t: Any, index: int, buffers: list[np.ndarray | None], source: s
     sparsity = _read_sparsity(t.Sparsity())
     data: np.ndarray | None = None
     if raw is not None:
-        if dtype == np.dtype(object) or type_name == "INT4" or sparsity is not None:
+        if dtype == np.dtype(object) or sparsity is not None:
+            data = raw
+        elif type_name == "INT4":
+            # Two values a byte; LiteRT accepts a buffer at least that long.
+            if raw.size < (count + 1) // 2:
+                raise ModelLoadError(
+                    f"{where} of shape {list(shape)} and type INT4 expects at least "
+                    f"{(count + 1) // 2} bytes of packed constant data, found {raw.size}"
+                )
             data = raw
         else:
-            count = int(np.prod(shape)) if shape else 1
             if raw.size != count * dtype.itemsize:
                 raise ModelLoadError(
-                    f"{source}: tensor {index} ({(t.Name() or b'').decode()!r}) of shape "
-                    f"{list(shape)} and type {type_name} expects {count * dtype.itemsize} bytes "
-                    f"of constant data, found {raw.size}"
+                    f"{where} of shape {list(shape)} and type {type_name} expects "
+                    f"{count * dtype.itemsize} bytes of constant data, found {raw.size}"
                 )
             data = raw.view(dtype)
         if data.flags.writeable:
@@ -361,12 +506,14 @@ def _read_tensor(t: Any, index: int, buffers: list[np.ndarray | None], source: s
             data.flags.writeable = False
     return Tensor(
         index=index,
-        name=(t.Name() or b"").decode("utf-8", "replace"),
+        name=name,
         shape=shape,
         shape_signature=signature,
         dtype=dtype,
         type_name=type_name,
-        quantization=_read_quantization(t.Quantization()),
+        quantization=_read_quantization(
+            t.Quantization(), shape, type_name, data is not None, where
+        ),
         sparsity=sparsity,
         data=data,
         is_variable=bool(t.IsVariable()),

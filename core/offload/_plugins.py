@@ -7,6 +7,10 @@ Policy (tested in tests/test_plugins.py):
 * A plugin whose import fails is recorded with its name and error, and a warning says so once.
   The host keeps working: the CPU reference and the other plugins are unaffected. Asking for a
   delegate of that plugin by name raises :class:`PluginImportError` with the original error.
+  "Fails" means any exception, ``SystemExit`` and ``GeneratorExit`` included: plugin code must
+  not be able to end the host's process (``offload delegates``, ``delegates="auto"``). Only
+  ``KeyboardInterrupt`` passes through, since that is the user asking to stop. The same holds
+  for the hooks a plugin implements and for every ``availability()`` probe.
 * A delegate that is installed but cannot run here (no OpenCL device, not macOS) is
   *unavailable*: listed with its reason, skipped by ``delegates="auto"``, and raised
   (:class:`DelegateUnavailableError`) only when asked for by name.
@@ -24,6 +28,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,6 +89,22 @@ class PluginRecord:
     status: str  # "loaded", "import-error", "invalid", "skipped"
     error: str = ""
     delegates: list[DelegateRecord] = field(default_factory=list)
+    # The failure itself (for ``raise ... from``) and its formatted traceback (for people).
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+    traceback: str = field(default="", repr=False, compare=False)
+
+    def fail(self, status: str, exc: BaseException) -> None:
+        """Record ``exc`` as why this plugin did not load."""
+        self.status = status
+        self.error = str(exc) if isinstance(exc, PluginError) else _describe(exc)
+        self.exception = exc
+        self.traceback = "".join(traceback.format_exception(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    """``SystemExit: 3``; the bare type name when the exception carries no message."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Registry:
@@ -146,18 +167,24 @@ def _validate_delegate(cls: Any, plugin: str) -> type[Delegate]:
 
 
 def _availability(cls: type[Delegate]) -> Availability:
+    """``cls.availability()``, where a probe that fails in any way means "cannot run here"."""
     try:
         result = cls.availability()
-    except Exception as exc:  # a probe that crashes means "cannot run here", not a dead host
-        return Availability(False, f"availability check raised {type(exc).__name__}: {exc}")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit from a probe must not end the host either
+        return Availability(False, f"availability check raised {_describe(exc)}")
     if not isinstance(result, Availability):
         return Availability(False, f"availability() returned {result!r}, expected Availability")
     return result
 
 
 def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
-    reg.pm.register(obj, name=record.name)
+    registered = False
     try:
+        # Inside the try: pluggy refuses malformed hookimpls and a second plugin of one name.
+        reg.pm.register(obj, name=record.name)
+        registered = True
         classes = _call_one(obj, "offload_register_delegates")
         records = []
         for cls in classes:
@@ -169,10 +196,12 @@ def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
             )
         providers = _call_one(obj, "offload_delegate_providers")
         providers = [DelegateProvider.model_validate(p) for p in providers]
-    except Exception as exc:
-        reg.pm.unregister(name=record.name)
-        record.status = "invalid"
-        record.error = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a hook's SystemExit is this plugin's failure, not the host's
+        if registered:
+            reg.pm.unregister(name=record.name)
+        record.fail("invalid", exc)
         warnings.warn(f'offload plugin "{record.name}" is invalid: {record.error}', stacklevel=3)
         return
     for rec in records:
@@ -211,9 +240,10 @@ def _load() -> _Registry:
             continue
         try:
             obj = ep.load()
-        except Exception as exc:
-            record.status = "import-error"
-            record.error = f"{type(exc).__name__}: {exc}"
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # e.g. sys.exit() at import time: contain it like any error
+            record.fail("import-error", exc)
             warnings.warn(
                 f'Error importing offload plugin "{ep.name}" ({dist} {version}): {record.error}',
                 stacklevel=3,
@@ -257,7 +287,9 @@ def delegate_class(name: str) -> type[Delegate]:
         return reg.delegates[name].cls
     for record in reg.plugins.values():
         if record.name == name and record.status in ("import-error", "invalid"):
-            raise PluginImportError(f'offload plugin "{name}" failed to load: {record.error}')
+            raise PluginImportError(
+                f'offload plugin "{name}" failed to load: {record.error}'
+            ) from record.exception
         if record.name == name and record.status == "skipped":
             raise PluginError(f'offload plugin "{name}" was not loaded: {record.error}')
     known = ", ".join(sorted(reg.delegates)) or "none"
@@ -273,10 +305,12 @@ def _module_from_path(path: Path) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:
         del sys.modules[module_name]
+        if isinstance(exc, KeyboardInterrupt):
+            raise
         raise PluginImportError(
-            f'Error importing external delegate "{path}": {type(exc).__name__}: {exc}'
+            f'Error importing external delegate "{path}": {_describe(exc)}'
         ) from exc
     return module
 
@@ -290,11 +324,20 @@ def _external_delegate_class(target: str) -> type[Delegate]:
     else:
         try:
             module = importlib.import_module(target)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise PluginImportError(
-                f'Error importing external delegate "{target}": {type(exc).__name__}: {exc}'
+                f'Error importing external delegate "{target}": {_describe(exc)}'
             ) from exc
-    classes = list(getattr(module, "offload_register_delegates", lambda: [])() or [])
+    try:
+        classes = _call_one(module, "offload_register_delegates")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise PluginImportError(
+            f"external delegate {target!r}: offload_register_delegates raised {_describe(exc)}"
+        ) from exc
     if not classes:
         classes = [
             v

@@ -28,6 +28,7 @@ __all__ = [
     "CpuFallbackError",
     "DelegateError",
     "ModelBuildError",
+    "CacheError",
 ]
 
 
@@ -111,3 +112,8 @@ class DelegateError(OffloadError, RuntimeError):
 
 class ModelBuildError(OffloadError, ValueError):
     """The model builder was given an inconsistent graph."""
+
+
+class CacheError(OffloadError, OSError):
+    """A cache directory (or its key file) was refused: a symbolic link, not a directory, owned
+    by another user, writable by others; the message names the path and what to do."""

@@ -1,13 +1,21 @@
 """The on-disk cache of converted programs.
 
-Layout: ``<cache_dir>/<key>/model.mlpackage`` plus ``<key>/checksums.json`` (SHA-256 of every
-file in the package). The directory is created private (0700) and refused if someone else can
-write to it. An entry is written in a temporary directory beside it and renamed into place, so
-readers see a whole entry or none; an entry whose checksums do not match is deleted and rebuilt.
+Every entry is a tree entry of :mod:`offload.cache`: a private directory holding
+``model.mlpackage``, a manifest (size and SHA-256 of every file) under an HMAC, and the key
+that seals it. On load every file is checked against the manifest, and links, FIFOs, foreign
+files and oversized trees are refused. A bad entry is deleted with a warning and converted
+again. The checks on the directory itself (no symlink, ours, not writable by others, made
+0700, never chmod'ed if someone else made it) are also :mod:`offload.cache`'s.
 
-The key covers what changes the program: the partition's content (ops, options, shapes and
-constant bytes) or, if the user gives ``model_token``, that token plus the partition's node
-list; the conversion options; and the versions of this plugin and coremltools.
+The key names the entry. It covers what changes the program: the partition's content (ops,
+options, shapes and constant bytes) or, if the user gives ``model_token``, that token plus the
+partition's node list; the conversion options; and the versions of this plugin and
+coremltools. The guard is always the content key, even with a token: a token reused for a
+model with other weights gets its entry rebuilt, not the old program.
+
+An explicit ``cache_dir`` that is refused raises :class:`offload.errors.CacheError`. The
+default directory (``~/.cache/offload/coreml``), which the user did not choose, falls back to
+converting into a private temporary directory, with a warning.
 """
 
 from __future__ import annotations
@@ -15,21 +23,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import stat
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offload import Partition, Subgraph
+from offload.cache import CacheDir, CacheWarning, EntryStore
+from offload.errors import CacheError
 
 __all__ = ["default_cache_dir", "partition_key", "ProgramCache"]
 
-_CHECKSUMS = "checksums.json"
 _PACKAGE = "model.mlpackage"
+_KIND = "mlprogram"
+# Weights are float16 or float32 copies of the partition's constants, and a .tflite file stays
+# under 2 GiB.
+_LIMITS = {_KIND: 8 << 30}
 
 
 def default_cache_dir() -> Path:
@@ -62,67 +74,52 @@ def partition_key(
     return h.hexdigest()
 
 
-def _files(root: Path) -> Iterable[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
-
-
-def _checksums(package: Path) -> dict[str, str]:
-    sums: dict[str, str] = {}
-    for path in _files(package):
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        sums[path.relative_to(package).as_posix()] = digest.hexdigest()
-    return sums
-
-
 class ProgramCache:
-    """Converted ``.mlpackage`` directories by key, private, checksummed, written atomically."""
+    """Converted ``.mlpackage`` directories by key: private, sealed, written atomically.
+
+    ``root=None`` means the default directory. If that one is refused, packages are converted
+    into a temporary directory that lives as long as this object.
+    """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
-
-    def _ensure_root(self) -> None:
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = self.root.stat()
-        if hasattr(os, "getuid") and info.st_uid != os.getuid():
-            raise PermissionError(f"cache directory {self.root} belongs to another user")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.chmod(self.root, 0o700)
-
-    def path(self, key: str) -> Path:
-        return self.root / key / _PACKAGE
-
-    def valid(self, key: str) -> bool:
-        entry = self.root / key
+        self.directory: CacheDir | None = None
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
         try:
-            recorded = json.loads((entry / _CHECKSUMS).read_text())
-        except (OSError, ValueError):
-            return False
-        return isinstance(recorded, dict) and recorded == _checksums(entry / _PACKAGE)
+            self.directory = CacheDir.open(self.root)
+        except CacheError as exc:
+            if root is not None:
+                raise  # the user chose this directory: say so rather than run uncached
+            warnings.warn(f"coreml: {exc}; converting without a cache", CacheWarning, stacklevel=2)
+            self._scratch = tempfile.TemporaryDirectory(prefix="offload-coreml-")
 
-    def get_or_build(self, key: str, build: Callable[[Path], None]) -> tuple[Path, bool]:
-        """The package for ``key``; ``build(path)`` writes it when missing or corrupt.
+    def _store(self, key: str, guard: str | None) -> EntryStore:
+        assert self.directory is not None
+        return EntryStore(
+            self.directory, namespace="coreml", context={"content": guard or key}, limits=_LIMITS
+        )
 
-        Returns ``(package path, True if it came from the cache)``.
+    def valid(self, key: str, guard: str | None = None) -> bool:
+        """Whether a good entry is stored under ``key`` (a bad one is discarded, with a warning)."""
+        return (
+            self.directory is not None and self._store(key, guard).load_tree(key, _KIND) is not None
+        )
+
+    def get_or_build(
+        self, key: str, build: Callable[[Path], None], guard: str | None = None
+    ) -> tuple[Path, bool]:
+        """The package for ``key``; ``build(path)`` writes it when missing, stale or corrupt.
+
+        ``guard`` is the content key (default: ``key`` itself); an entry made for another
+        content is rebuilt. Returns ``(package path, True if it came from the cache)``.
         """
-        self._ensure_root()
-        entry = self.root / key
-        if self.valid(key):
-            return entry / _PACKAGE, True
-        if entry.exists():
-            shutil.rmtree(entry, ignore_errors=True)  # corrupt or half-deleted: rebuild
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=self.root))
-        try:
-            build(tmp / _PACKAGE)
-            (tmp / _CHECKSUMS).write_text(json.dumps(_checksums(tmp / _PACKAGE), indent=1))
-            try:
-                os.rename(tmp, entry)
-            except OSError:
-                if not self.valid(key):  # another process won the race with a bad entry
-                    raise
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-        return entry / _PACKAGE, False
+        if self.directory is None:
+            assert self._scratch is not None
+            path = Path(tempfile.mkdtemp(dir=self._scratch.name)) / _PACKAGE
+            build(path)
+            return path, False
+        store = self._store(key, guard)
+        root = store.load_tree(key, _KIND)
+        if root is not None:
+            return root / _PACKAGE, True
+        return store.store_tree(key, _KIND, lambda tree: build(tree / _PACKAGE)) / _PACKAGE, False

@@ -32,7 +32,7 @@ class CoreMLOptions(DelegateOptions):
     must run on; ML Programs need Core ML 5, so 2-5 all mean iOS 15 / macOS 12, and 6, 7, 8
     mean iOS 16, 17, 18. ``compute_units`` and ``compute_precision`` go to ``ct.convert`` /
     ``MLModel``. ``cache_dir`` holds converted programs (default ``~/.cache/offload/coreml``);
-    ``model_token`` names the model in cache keys instead of hashing its weights.
+    ``model_token`` names the model's cache entries; its weights are still hashed to guard them.
     """
 
     enabled_devices: Literal["neural_engine", "all"] = "neural_engine"
@@ -153,14 +153,19 @@ class CoreMLKernel(DelegateKernel):
         if converted.program is not None:
             import coremltools as ct
 
-            key = partition_key(subgraph, partition, self.delegate.settings(), o.model_token)
+            settings = self.delegate.settings()
+            key = partition_key(subgraph, partition, settings, o.model_token)
+            # The token names the entry, the content guards it (a reused token is rebuilt).
+            content = partition_key(subgraph, partition, settings, None) if o.model_token else key
 
             def build(path: Any) -> None:
                 to_mlmodel(
                     converted.program, o.compute_precision, o.compute_units, o.coreml_version
                 ).save(str(path))
 
-            path, self.from_cache = ProgramCache(o.cache_dir).get_or_build(key, build)
+            # Held by the kernel: a package that could not be cached lives as long as it.
+            self.cache = ProgramCache(o.cache_dir)
+            path, self.from_cache = self.cache.get_or_build(key, build, guard=content)
             self.model = ct.models.MLModel(
                 str(path), compute_units=getattr(ct.ComputeUnit, o.compute_units)
             )

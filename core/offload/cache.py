@@ -1,0 +1,687 @@
+"""On-disk caches for delegates, built not to trust their own directory.
+
+Delegates keep what is slow to make in a cache directory: compiled programs, pre-transformed
+weights, converted model packages. Anything in that directory may have been put there by
+someone else, damaged, or made for another model. This module reads nothing it has not checked
+first. Third-party delegates should use it instead of opening cache files themselves::
+
+    from offload.cache import CacheDir, EntryStore
+
+    store = EntryStore(
+        CacheDir.open(path),  # offload.errors.CacheError if the directory is refused
+        namespace="my_delegate",
+        context={"device": device_name, "plugin": __version__, "content": model_hash},
+        limits={"bin": 256 << 20},  # the largest entry of each kind, in bytes
+    )
+    blob = store.load(key, "bin")  # bytes, or None: absent or rejected, so rebuild
+    if blob is None:
+        blob = compile_it()
+        store.store(key, "bin", blob)
+
+The rules, each for a way a cache has been used against its users:
+
+- **The directory.** Its last component is opened with ``O_NOFOLLOW``, so a symbolic link is
+  refused, never followed. It must be a directory owned by us (the effective uid) and not
+  writable by group or others. A directory we create gets mode 0700; a directory we did not
+  create is never chmod'ed. After this check every operation goes through the directory's file
+  descriptor (``openat`` and friends), so swapping the path afterwards changes nothing.
+  Ancestors are not checked: a symlinked ``~/.cache`` is common and legitimate.
+- **Files.** They are opened with ``O_NOFOLLOW | O_NONBLOCK``, so a FIFO cannot block and a
+  symlink is refused. ``fstat`` must show a regular file, owned by us, no larger than the
+  kind's limit. Reads never go past the size ``fstat`` reported.
+- **Integrity.** Every entry carries an HMAC-SHA256 under a random 32-byte key kept in the
+  cache directory as :data:`KEY_FILE`. That file is created atomically (``link(2)`` of a
+  finished 0600 file) and must be a regular 0600 file owned by us; otherwise the cache is
+  refused. An altered or forged entry fails the HMAC even if its checksums were recomputed.
+- **Identity.** ``key`` names an entry; ``context`` guards it. An entry made under another
+  context (device, versions, the model's content hash) is stale. Put the content hash in the
+  context even when the user names the model (LiteRT's ``model_token``): the token names, the
+  hash guards.
+- **Rejection.** An entry that fails a check is deleted with a :class:`CacheWarning`, its
+  reason is recorded in :attr:`EntryStore.rejected`, and the caller rebuilds it. A rejected
+  entry is never loaded.
+- **Writes.** A temporary file (``O_EXCL``, 0600) in the same directory, then ``fsync``, then
+  ``rename``: a reader sees a whole entry or none.
+- **Trees.** A directory entry (a Core ML ``.mlpackage``, say) is built in a private
+  temporary directory, then sealed with a manifest of every file's size and SHA-256 under an
+  HMAC. The tree holds its own key file and manifest, so it is self-contained and one rename
+  commits it. On load every file is checked against the manifest by the rules above.
+
+These checks cover the file system. What a payload means is the caller's business: after
+decoding it, check what you decoded (dtype, shape) against what the model needs.
+
+POSIX only (``O_NOFOLLOW``, ``openat``); elsewhere :meth:`CacheDir.open` raises
+:class:`~offload.errors.CacheError`.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import stat
+import warnings
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from offload.errors import CacheError
+
+__all__ = ["CacheDir", "CacheWarning", "EntryStore", "KEY_FILE", "MAGIC", "MANIFEST_FILE"]
+
+MAGIC = b"OFFLOAD-CACHE 2\n"
+KEY_FILE = ".offload-key"
+MANIFEST_FILE = ".offload-manifest"
+KEY_BYTES = 32
+
+_TAG_LEN = 64  # hex HMAC-SHA256
+_HEADER_MAX = 64 * 1024  # the JSON header line; ours are a few hundred bytes
+_OVERHEAD = len(MAGIC) + _TAG_LEN + 1 + _HEADER_MAX + 1
+_MANIFEST_MAX = 16 << 20
+_TREE_MAX_ITEMS = 100_000
+_TREE_MAX_DEPTH = 64
+_TMP = ".tmp-"
+_TRASH = ".trash-"
+_KIND_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+# O_NOFOLLOW on a symlink fails with ELOOP (Linux, macOS) or EMLINK (FreeBSD).
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
+
+
+class CacheWarning(UserWarning):
+    """An entry was rejected (it will be rebuilt) or could not be written; the run goes on."""
+
+
+class _Rejected(Exception):
+    """Why a file or entry is not trusted; becomes a warning or a CacheError, never escapes."""
+
+
+def _what(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
+    ):
+        if test(mode):
+            return name
+    return f"a file of type {stat.S_IFMT(mode):#o}"
+
+
+def _check_owner(info: os.stat_result, what: str) -> None:
+    if info.st_uid != os.geteuid():
+        raise _Rejected(f"{what} is owned by uid {info.st_uid}, not by us (uid {os.geteuid()})")
+
+
+# -- files and directories through descriptors --------------------------------------------------
+
+
+def _open_regular(dir_fd: int, name: str, limit: int) -> tuple[int, int] | None:
+    """``(fd, size)`` of the regular file ``name`` (ours, at most ``limit`` bytes), or None."""
+    try:
+        # lstat first, so a device node or FIFO is refused without even being opened.
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise _Rejected(f"{name} is {_what(info.st_mode)}, not a regular file")
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS:
+            raise _Rejected(f"{name} is a symbolic link (never followed)") from None
+        raise _Rejected(f"cannot open {name} ({exc.strerror})") from None
+    try:
+        # The descriptor, not the name, is what gets read: check what was actually opened.
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Rejected(f"{name} is {_what(info.st_mode)}, not a regular file")
+        _check_owner(info, name)
+        if info.st_size > limit:
+            raise _Rejected(f"{name} has {info.st_size} bytes, over the limit of {limit}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def _read_regular(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """The bytes of regular file ``name`` (see _open_regular), or None if it is absent."""
+    opened = _open_regular(dir_fd, name, limit)
+    if opened is None:
+        return None
+    fd, size = opened
+    try:
+        with os.fdopen(fd, "rb") as f:
+            # One byte more than fstat said: a file that grew meanwhile is refused, not read on.
+            data = f.read(size + 1)
+    except OSError as exc:
+        raise _Rejected(f"cannot read {name} ({exc.strerror})") from None
+    if len(data) != size:
+        raise _Rejected(f"{name} changed while being read")
+    return data
+
+
+def _open_dir(dir_fd: int | None, name: str | os.PathLike[str]) -> int:
+    shown = os.path.basename(name) if dir_fd is None else os.fspath(name)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in _LINK_ERRNOS:
+            raise _Rejected(f"{shown} is a symbolic link (never followed)") from None
+        if exc.errno == errno.ENOTDIR:
+            try:
+                found = _what(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+            except OSError:
+                found = "not a directory"
+            raise _Rejected(f"{shown} is {found}, not a directory") from None
+        raise _Rejected(f"cannot open directory {shown} ({exc.strerror})") from None
+
+
+def _write_new(dir_fd: int, name: str, parts: tuple[bytes, ...]) -> None:
+    """Write ``name`` whole or not at all: temporary file, fsync, rename."""
+    tmp = f"{_TMP}{secrets.token_hex(8)}"
+    fd = os.open(tmp, _NEW_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        _remove(dir_fd, tmp)
+        raise
+
+
+def _remove(dir_fd: int, name: str) -> None:
+    """Delete ``name`` (a file, link, FIFO or tree) without following any link; best effort."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return
+    try:
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(name, dir_fd=dir_fd)
+            return
+        # Renamed away first, so the name is free at once even while the tree is deleted.
+        trash = f"{_TRASH}{secrets.token_hex(8)}"
+        os.rename(name, trash, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True, dir_fd=dir_fd)  # fd-based: follows no links
+
+
+def _close_dir(fd: int, scratch: set[str]) -> None:
+    for name in list(scratch):
+        _remove(fd, name)
+    scratch.clear()
+    os.close(fd)
+
+
+# -- keys and sealed blobs ------------------------------------------------------------------
+
+
+def _read_key(dir_fd: int) -> bytes | None:
+    opened = _open_regular(dir_fd, KEY_FILE, KEY_BYTES)
+    if opened is None:
+        return None
+    fd, _ = opened
+    with os.fdopen(fd, "rb") as f:
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        if mode != 0o600:
+            raise _Rejected(f"{KEY_FILE} has mode {mode:#o}, not 0o600")
+        key = f.read(KEY_BYTES + 1)
+    if len(key) != KEY_BYTES:
+        raise _Rejected(f"{KEY_FILE} holds {len(key)} bytes, not {KEY_BYTES}")
+    return key
+
+
+def _key_of(dir_fd: int) -> bytes:
+    """The directory's HMAC key, created on first use."""
+    key = _read_key(dir_fd)
+    if key is not None:
+        return key
+    tmp = f"{_TMP}{secrets.token_hex(8)}"
+    fd = os.open(tmp, _NEW_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)  # whatever the umask left: we check for exactly 0600
+            f.write(secrets.token_bytes(KEY_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            # link(2) publishes a finished file and fails if a key exists: when two processes
+            # race, both end up with the first one's key instead of overwriting each other.
+            os.link(tmp, KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: rename, unless a key appeared
+            if _read_key(dir_fd) is None:
+                os.rename(tmp, KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        _remove(dir_fd, tmp)
+    key = _read_key(dir_fd)
+    if key is None:
+        raise _Rejected(f"{KEY_FILE} vanished right after being created")
+    return key
+
+
+def _seal(key: bytes, header: dict[str, Any], payload: bytes) -> tuple[bytes, ...]:
+    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for part in (MAGIC, head, b"\n", payload):
+        mac.update(part)
+    return MAGIC, mac.hexdigest().encode(), b"\n", head, b"\n", payload
+
+
+def _unseal(key: bytes, blob: bytes) -> tuple[dict[str, Any], bytes]:
+    """Header and payload of a sealed blob whose HMAC holds; the header is read only then."""
+    if not blob.startswith(MAGIC):
+        raise _Rejected("not a cache entry (bad magic line)")
+    tag_end = len(MAGIC) + _TAG_LEN
+    head_end = blob.find(b"\n", tag_end + 1, tag_end + 2 + _HEADER_MAX)
+    if blob[tag_end : tag_end + 1] != b"\n" or head_end < 0:
+        raise _Rejected("unreadable entry (truncated or not ours)")
+    view = memoryview(blob)
+    mac = hmac.new(key, view[: len(MAGIC)], hashlib.sha256)
+    mac.update(view[tag_end + 1 :])
+    if not hmac.compare_digest(mac.hexdigest().encode(), blob[len(MAGIC) : tag_end]):
+        raise _Rejected("HMAC mismatch: the entry was altered, forged or damaged")
+    try:
+        header = json.loads(blob[tag_end + 1 : head_end])
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise _Rejected("unreadable header")
+    return header, blob[head_end + 1 :]
+
+
+def _scan_tree(root_fd: int, limit: int) -> dict[str, Any]:
+    """Every directory and file under ``root_fd`` (sizes and SHA-256), refusing anything else."""
+    files: dict[str, list[Any]] = {}
+    dirs: list[str] = []
+    total = 0
+
+    def walk(fd: int, prefix: str, depth: int) -> None:
+        nonlocal total
+        if depth > _TREE_MAX_DEPTH:
+            raise _Rejected(f"{prefix} is nested more than {_TREE_MAX_DEPTH} deep")
+        with os.scandir(fd) as it:
+            names = sorted(entry.name for entry in it)
+        for name in names:
+            if not prefix and name in (KEY_FILE, MANIFEST_FILE):
+                continue
+            rel = prefix + name
+            if len(files) + len(dirs) >= _TREE_MAX_ITEMS:
+                raise _Rejected(f"more than {_TREE_MAX_ITEMS} files")
+            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                dirs.append(rel)
+                sub = _open_dir(fd, name)
+                try:
+                    _check_owner(os.fstat(sub), rel)
+                    walk(sub, rel + "/", depth + 1)
+                finally:
+                    os.close(sub)
+                continue
+            if not stat.S_ISREG(mode):
+                raise _Rejected(f"{rel} is {_what(mode)}, not a regular file or directory")
+            opened = _open_regular(fd, name, limit - total)
+            if opened is None:
+                raise _Rejected(f"{rel} vanished while being checked")
+            file_fd, size = opened
+            digest, seen = hashlib.sha256(), 0
+            try:
+                while chunk := os.read(file_fd, min(1 << 20, size + 1 - seen)):
+                    digest.update(chunk)
+                    seen += len(chunk)
+                    if seen > size:
+                        break
+            finally:
+                os.close(file_fd)
+            if seen != size:
+                raise _Rejected(f"{rel} changed while being read")
+            total += size
+            files[rel] = [size, digest.hexdigest()]
+
+    walk(root_fd, "", 0)
+    return {"dirs": dirs, "files": files}
+
+
+# -- the public classes -----------------------------------------------------------------------
+
+
+class CacheDir:
+    """A cache directory that passed the checks, used from then on through its descriptor.
+
+    Make one with :meth:`open`. ``path`` is for messages and for handing paths to libraries
+    that want one; this module itself works through ``fd``.
+    """
+
+    def __init__(self, path: Path, fd: int, created: bool) -> None:
+        self.path = path
+        self.fd = fd
+        self.created = created
+        self._key: bytes | None = None
+        # Uncommitted trees handed out by EntryStore.store_tree; removed when this closes.
+        self._scratch: set[str] = set()
+        self._finalizer = weakref.finalize(self, _close_dir, fd, self._scratch)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, create: bool = True) -> CacheDir:
+        """Open (or create, mode 0700) the directory ``path``, or raise CacheError."""
+        where = Path(os.path.abspath(os.fspath(path)))  # abspath: normalises, follows nothing
+        if not (_NOFOLLOW and _DIRECTORY and os.open in os.supports_dir_fd):
+            raise CacheError(
+                f"cache directory {where}: this platform lacks O_NOFOLLOW/openat, which the "
+                "cache needs to check what it reads; run without a cache here"
+            )
+        created = False
+        if create and not os.path.lexists(where):
+            try:
+                _make_parents(where.parent)
+                os.mkdir(where, 0o700)
+                created = True
+            except FileExistsError:
+                pass  # made by someone else meanwhile: checked below like any other
+            except OSError as exc:
+                raise CacheError(f"cannot create cache directory {where}: {exc.strerror}") from exc
+        try:
+            fd = _open_dir(None, where)
+        except _Rejected as exc:
+            raise CacheError(_refusal(where, str(exc))) from None
+        try:
+            info = os.fstat(fd)
+            _check_owner(info, "it")
+            mode = stat.S_IMODE(info.st_mode)
+            if created and mode != 0o700:
+                os.fchmod(fd, 0o700)  # ours, just made: the umask may have taken bits away
+            elif mode & 0o022:
+                raise _Rejected(
+                    f"it is writable by group or others (mode {mode:#o}); offload never changes "
+                    "the mode of a directory it did not create: run `chmod go-w` on it yourself"
+                )
+        except _Rejected as exc:
+            os.close(fd)
+            raise CacheError(_refusal(where, str(exc))) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(where, fd, created)
+
+    def key(self) -> bytes:
+        """This directory's HMAC key (created on first use), or CacheError if it is refused."""
+        if self._key is None:
+            try:
+                self._key = _key_of(self.fd)
+            except (_Rejected, OSError) as exc:
+                raise CacheError(
+                    f"cache directory {self.path}: key file refused: {exc}; delete "
+                    f"{self.path / KEY_FILE} to start afresh (every entry is then rebuilt)"
+                ) from None
+        return self._key
+
+    def close(self) -> None:
+        """Remove this directory's uncommitted scratch trees and close its descriptor."""
+        self._finalizer()
+        self.fd = -1  # later use fails with EBADF instead of reaching a reused descriptor
+
+    def __repr__(self) -> str:
+        return f"CacheDir({str(self.path)!r})"
+
+
+def _make_parents(parent: Path) -> None:
+    """Create the missing ancestors, 0700 each (they hold nothing but the cache)."""
+    missing = []
+    while not os.path.lexists(parent) and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _refusal(where: Path, why: str) -> str:
+    return (
+        f"cache directory {where} refused: {why}. A cache is only trusted in a directory of "
+        "your own: give another path (or none, to run without a cache)"
+    )
+
+
+class EntryStore:
+    """Sealed entries in a :class:`CacheDir`, by ``(key, kind)``.
+
+    ``namespace`` names the owner (a delegate) and keeps two owners' entries apart.
+    ``context`` is what an entry must have been made for (JSON values: device, driver,
+    versions, the model's content hash); one made for another is stale. ``limits`` gives each
+    kind this store handles its largest size in bytes: the payload of a file entry, the sum
+    of the files of a tree.
+    """
+
+    def __init__(
+        self,
+        directory: CacheDir,
+        *,
+        namespace: str,
+        context: Mapping[str, Any],
+        limits: Mapping[str, int],
+    ) -> None:
+        for kind, limit in limits.items():
+            if not kind or len(kind) > 16 or not set(kind) <= _KIND_CHARS or limit <= 0:
+                raise ValueError(f"bad cache kind {kind!r} or limit {limit!r}")
+        self.directory = directory
+        self.namespace = namespace
+        # A JSON round trip, so the context compares equal to what a header reads back.
+        self.context = json.loads(json.dumps(dict(context), sort_keys=True))
+        self.limits = dict(limits)
+        self.rejected: list[tuple[str, str]] = []  # (file name, reason), oldest first
+
+    # -- names ------------------------------------------------------------------------------
+
+    def name(self, key: str, kind: str) -> str:
+        """The entry's file name: a digest of ``key`` (never the key itself), then the kind."""
+        self._limit(kind)
+        return f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.{kind}"
+
+    def path(self, key: str, kind: str) -> Path:
+        return self.directory.path / self.name(key, kind)
+
+    def _limit(self, kind: str) -> int:
+        try:
+            return self.limits[kind]
+        except KeyError:
+            raise ValueError(
+                f"{self.namespace} cache: kind {kind!r} has no size limit; "
+                f"declared: {sorted(self.limits)}"
+            ) from None
+
+    def _header(self, key: str, kind: str) -> dict[str, Any]:
+        return {"namespace": self.namespace, "key": key, "kind": kind, "context": self.context}
+
+    def _check(self, header: dict[str, Any], key: str, kind: str) -> None:
+        want = self._header(key, kind)
+        for field in ("namespace", "key", "kind"):
+            if header.get(field) != want[field]:
+                raise _Rejected(f"the entry belongs to another {field}")
+        found = header.get("context")
+        if not isinstance(found, dict):
+            raise _Rejected("unreadable header")
+        keys = found.keys() | self.context.keys()
+        changed = sorted(k for k in keys if found.get(k) != self.context.get(k))
+        if changed:
+            raise _Rejected(f"stale entry, made for another {', '.join(changed)}")
+
+    # -- file entries -------------------------------------------------------------------------
+
+    def load(self, key: str, kind: str) -> bytes | None:
+        """The payload stored under ``(key, kind)``; None if absent or rejected (rebuild it).
+
+        Raises CacheError if the directory's key file is refused (see :meth:`CacheDir.key`).
+        """
+        limit = self._limit(kind)
+        name = self.name(key, kind)
+        try:
+            blob = _read_regular(self.directory.fd, name, limit + _OVERHEAD)
+        except (_Rejected, OSError) as exc:
+            self._discard(name, str(exc))
+            return None
+        if blob is None:
+            return None
+        secret = self.directory.key()  # outside the try: a refused key is the cache's error
+        try:
+            header, payload = _unseal(secret, blob)
+            self._check(header, key, kind)
+        except _Rejected as exc:
+            self._discard(name, str(exc))
+            return None
+        if len(payload) > limit:  # only a sealed but oversized entry gets here
+            self._discard(name, f"payload of {len(payload)} bytes, over the limit of {limit}")
+            return None
+        return payload
+
+    def store(self, key: str, kind: str, payload: bytes) -> bool:
+        """Write an entry atomically; False (with a warning) if it could not be written.
+
+        Raises CacheError if the directory's key file is refused (see :meth:`CacheDir.key`).
+        """
+        limit = self._limit(kind)
+        name = self.name(key, kind)
+        if len(payload) > limit:
+            self._warn(f"not caching {name}: {len(payload)} bytes, over the limit of {limit}")
+            return False
+        parts = _seal(self.directory.key(), self._header(key, kind), payload)
+        try:
+            _write_new(self.directory.fd, name, parts)
+        except OSError as exc:
+            self._warn(f"cannot write {name}: {exc}")
+            return False
+        return True
+
+    def discard(self, key: str, kind: str, why: str) -> None:
+        """Delete an entry the caller found unusable (a driver rejected it, say), with ``why``."""
+        self._discard(self.name(key, kind), why)
+
+    def _discard(self, name: str, why: str) -> None:
+        self.rejected.append((name, why))
+        self._warn(f"discarding {name}: {why}; rebuilding it")
+        _remove(self.directory.fd, name)
+
+    def _warn(self, message: str) -> None:
+        where = f"{self.namespace} cache ({self.directory.path})"
+        warnings.warn(f"{where}: {message}", CacheWarning, stacklevel=4)
+
+    # -- tree entries ---------------------------------------------------------------------------
+
+    def load_tree(self, key: str, kind: str) -> Path | None:
+        """The verified directory stored under ``(key, kind)``; None if absent or rejected."""
+        limit = self._limit(kind)
+        name = self.name(key, kind)
+        dir_fd = self.directory.fd
+        try:
+            try:
+                mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                return None
+            if not stat.S_ISDIR(mode):
+                raise _Rejected(f"{name} is {_what(mode)}, not a directory")
+            fd = _open_dir(dir_fd, name)
+            try:
+                info = os.fstat(fd)
+                _check_owner(info, name)
+                if stat.S_IMODE(info.st_mode) & 0o077:
+                    raise _Rejected(f"{name} has mode {stat.S_IMODE(info.st_mode):#o}, not 0o700")
+                key_bytes = _read_key(fd)
+                blob = _read_regular(fd, MANIFEST_FILE, _MANIFEST_MAX)
+                if key_bytes is None or blob is None:
+                    raise _Rejected(f"{name} has no key or no manifest (unfinished or damaged)")
+                header, payload = _unseal(key_bytes, blob)
+                self._check(header, key, kind)
+                try:
+                    manifest = json.loads(payload)
+                except ValueError:
+                    raise _Rejected("unreadable manifest") from None
+                if _scan_tree(fd, limit) != manifest:
+                    raise _Rejected("its files differ from its manifest (altered or damaged)")
+            finally:
+                os.close(fd)
+        except (_Rejected, OSError) as exc:
+            self._discard(name, str(exc))
+            return None
+        return self.directory.path / name
+
+    def store_tree(self, key: str, kind: str, build: Callable[[Path], None]) -> Path:
+        """Let ``build(root)`` fill a fresh private directory, seal it and commit it.
+
+        Returns the committed entry's path. If the tree cannot be recorded (over the limit, a
+        link or FIFO among its files, a write error), a warning says why and the path of the
+        uncommitted tree is returned instead; it lasts as long as the :class:`CacheDir`.
+        Errors raised by ``build`` propagate, and its partial tree is deleted. The names
+        :data:`KEY_FILE` and :data:`MANIFEST_FILE` at the top of the tree are reserved.
+        """
+        limit = self._limit(kind)
+        name = self.name(key, kind)
+        dir_fd = self.directory.fd
+        scratch = f"{_TMP}{secrets.token_hex(8)}.{kind}"
+        try:
+            os.mkdir(scratch, 0o700, dir_fd=dir_fd)
+            self.directory._scratch.add(scratch)
+            fd = _open_dir(dir_fd, scratch)
+        except (_Rejected, OSError) as exc:
+            raise CacheError(f"cannot make a directory in {self.directory.path}: {exc}") from None
+        try:
+            os.fchmod(fd, 0o700)  # we made it; the umask may have taken bits away
+            try:
+                build(self.directory.path / scratch)
+            except BaseException:
+                self._forget(scratch)
+                raise
+            try:
+                manifest = _scan_tree(fd, limit)
+                payload = json.dumps(manifest, sort_keys=True).encode()
+                _write_new(fd, MANIFEST_FILE, _seal(_key_of(fd), self._header(key, kind), payload))
+            except (_Rejected, OSError) as exc:
+                self._warn(f"cannot record {name}: {exc}; using an uncached copy")
+                return self.directory.path / scratch
+        finally:
+            os.close(fd)
+        for _ in range(2):
+            try:
+                os.rename(scratch, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                    self._warn(f"cannot record {name}: {exc}; using an uncached copy")
+                    return self.directory.path / scratch
+                # Something is in the way: another process's entry (use it if it is good) or
+                # a bad one (load_tree discards it, and the rename is tried again).
+                if self.load_tree(key, kind) is not None:
+                    self._forget(scratch)
+                    return self.directory.path / name
+                continue
+            self.directory._scratch.discard(scratch)
+            return self.directory.path / name
+        self._warn(f"cannot record {name}: the name stays taken; using an uncached copy")
+        return self.directory.path / scratch
+
+    def _forget(self, scratch: str) -> None:
+        self.directory._scratch.discard(scratch)
+        _remove(self.directory.fd, scratch)

@@ -10,6 +10,7 @@ allocates input buffers, the liveness table and the arena of intermediates, see
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import os
@@ -26,7 +27,7 @@ from offload._auto import choose_delegates
 from offload._delegate import Delegate, DelegateKernel
 from offload._graph import Model, Subgraph, Tensor
 from offload._loader import load_model
-from offload._partition import Partition
+from offload._partition import Partition, check_execution_order
 from offload._plan import Plan, Step, make_plan
 from offload._plugins import load_delegate
 from offload.errors import (
@@ -59,14 +60,6 @@ def _shapes_str(tensors: Sequence[int], shapes: Sequence[Shape | None]) -> str:
     return ", ".join(
         "omitted" if t < 0 or shape is None else f"{list(shape)}"
         for t, shape in zip(tensors, shapes)
-    )
-
-
-def _dynamic_match(tensor: Tensor, shape: Shape) -> bool:
-    """Whether ``shape`` differs from the declared one only where the signature says -1."""
-    signature = tensor.shape_signature
-    return len(signature) == len(shape) and all(
-        s == -1 or s == d for s, d in zip(signature, shape)
     )
 
 
@@ -112,6 +105,9 @@ class _Executor:
     ) -> None:
         self.model = model
         self.subgraph = subgraph
+        # Declared output shapes the ops contradict, replaced by the computed ones in
+        # ``self.subgraph`` before anything plans or allocates (see _correct_declared_shapes).
+        self.shape_corrections: list[dict[str, Any]] | None = None
         self.delegates = list(delegates)
         self.allow_cpu_fallback = allow_cpu_fallback
         self.preserve_all_tensors = preserve_all_tensors
@@ -139,6 +135,7 @@ class _Executor:
     # -- planning ---------------------------------------------------------------------------
 
     def _make_plan(self) -> Plan:
+        self._correct_declared_shapes()
         plan = make_plan(self.model, self.subgraph, self.delegates)
         if self.delegates and not self.allow_cpu_fallback and plan.cpu_nodes():
             lines = []
@@ -187,26 +184,71 @@ class _Executor:
             return None
         return tensor.constant_value()
 
-    def _infer_shapes(self) -> None:
-        """Compute every tensor's shape from the inputs' shapes, node by node, and check it.
+    def _correct_declared_shapes(self) -> None:
+        """Replace declared output shapes that the ops contradict, once, before planning.
 
-        A model file is untrusted: its declared shapes are checked against what each op
-        computes before any kernel or delegate sizes a buffer from them. With the model's own
-        input shapes a disagreement is an error (except on dimensions the shape signature
-        marks dynamic); after ``resize_tensor_input`` the computed shapes replace the declared
-        ones, as LiteRT's Prepare does. Every shape is then held to ``max_tensor_bytes``.
+        A model file is untrusted, and converters also leave placeholders (a keyword-spotting
+        model on PyPI declares RFFT2D's output [1, 1, 1, 2048] where the op gives
+        [1, 1, 1, 1025]); LiteRT's Prepare resizes every output to what the op computes. So
+        does offload, in a corrected copy of the subgraph that the planner, the CPU kernels and
+        every delegate get: nothing downstream sizes a buffer from a declared shape that the
+        graph does not produce. Each correction is listed in ``delegation_report()``.
+        """
+        if self.shape_corrections is not None:
+            return
+        sg = self.subgraph
+        check_execution_order(sg)  # shapes are propagated in file order
+        shapes, unknown = self._propagate_shapes([t.shape for t in sg.tensors])
+        corrections: list[dict[str, Any]] = []
+        tensors = list(sg.tensors)
+        for t, shape in enumerate(shapes):
+            if shape != tensors[t].shape and t not in unknown:
+                corrections.append(
+                    {
+                        "tensor": t,
+                        "name": tensors[t].name,
+                        "declared": list(tensors[t].shape),
+                        "computed": list(shape),
+                    }
+                )
+                tensors[t] = dataclasses.replace(tensors[t], shape=shape)
+        if corrections:
+            self.subgraph = dataclasses.replace(sg, tensors=tuple(tensors))
+        self.shape_corrections = corrections
+
+    def _infer_shapes(self) -> None:
+        """Every tensor's shape for the current input shapes, held to the memory budget."""
+        self._correct_declared_shapes()
+        sg = self.subgraph
+        start: list[Shape] = [t.shape for t in sg.tensors]
+        for i in sg.inputs:
+            start[i] = self.shapes[i]
+        self.shapes, _ = self._propagate_shapes(start)
+
+    def _propagate_shapes(self, shapes: list[Shape]) -> tuple[list[Shape], set[int]]:
+        """Compute the shapes of node outputs from ``shapes`` (input shapes set), in order.
+
+        Returns the shapes and the tensors whose shapes stay unknown until invoke: outputs
+        that depend on input values (a RESHAPE to a computed shape), and everything computed
+        from them, whose declared shapes are only placeholders (LiteRT resizes them at
+        invoke too). Their nodes are checked on every invoke instead (see ``_budgeted``).
+        Raises TensorShapeError where a node's inputs cannot be valid for its op, and
+        MemoryBudgetError where a tensor would exceed ``max_tensor_bytes``.
         """
         sg = self.subgraph
-        resized = any(self.shapes[i] != sg.tensors[i].shape for i in sg.inputs)
-        shapes: list[Shape] = [t.shape for t in sg.tensors]
-        for i in sg.inputs:
-            shapes[i] = self.shapes[i]
+        shapes = list(shapes)
+        unknown: set[int] = set()
         self.value_shaped = set()
         for node in sg.nodes:
             try:
                 cls = kernel_class(node)
             except OffloadError:
-                continue  # no CPU kernel: planning says so, or a delegate takes the node
+                cls = None  # no CPU kernel: planning says so, or a delegate takes the node
+            if cls is None or any(t in unknown for t in node.inputs):
+                if cls is not None:
+                    self.value_shaped.add(node.index)
+                unknown.update(t for t in node.outputs if t >= 0)
+                continue
             in_shapes = [shapes[t] if t >= 0 else None for t in node.inputs]
 
             def constant(position: int, node: Any = node) -> np.ndarray | None:
@@ -221,6 +263,7 @@ class _Executor:
             if inferred is None or any(shape is None for shape in inferred):
                 self.value_shaped.add(node.index)
             if inferred is None:
+                unknown.update(t for t in node.outputs if t >= 0)
                 continue
             if len(inferred) != len(node.outputs):
                 raise TensorShapeError(
@@ -228,21 +271,15 @@ class _Executor:
                     f"found {len(node.outputs)} in the model"
                 )
             for t, shape in zip(node.outputs, inferred):
-                if t < 0 or shape is None:
+                if t < 0:
                     continue
-                shape = tuple(int(d) for d in shape)
-                tensor = sg.tensors[t]
-                if not resized and shape != tensor.shape and not _dynamic_match(tensor, shape):
-                    raise TensorShapeError(
-                        f"{node.describe()}: output tensor {t} ({tensor.name!r}) is declared "
-                        f"with shape {list(tensor.shape)}, but inputs "
-                        f"{_shapes_str(node.inputs, in_shapes)} and the node's options give "
-                        f"{list(shape)}; the model file is inconsistent"
-                    )
-                shapes[t] = shape
+                if shape is None:
+                    unknown.add(t)
+                else:
+                    shapes[t] = tuple(int(d) for d in shape)
         for tensor in sg.tensors:
             self._check_size(tensor, shapes[tensor.index])
-        self.shapes = shapes
+        return shapes, unknown
 
     def _budgeted(self, node: Any, kernel: Any) -> Callable[..., Any]:
         """``kernel.run`` behind a check of its output sizes, computed by the op's shape rule
@@ -446,7 +483,7 @@ class _Executor:
             t = sg.tensors[cs.outputs[0]]
             shape = self.shapes[t.index]
             if t.dtype.kind in "biuf" and all(d > 0 for d in shape):
-                nbytes[t.index] = int(np.prod(shape, dtype=np.int64)) * t.dtype.itemsize
+                nbytes[t.index] = math.prod(shape) * t.dtype.itemsize
         steps = [
             StepTensors(cs.inputs, cs.outputs, cs.kernel is not None and cs.kernel.writes_into)
             for cs in compiled
@@ -604,8 +641,7 @@ class _Executor:
         if not self.allow_cpu_fallback:
             raise DelegateError(message) from exc
         warnings.warn(
-            f"{message}; running that partition on the CPU for the rest of this interpreter's "
-            "life",
+            f"{message}; running that partition on the CPU for the rest of this interpreter's life",
             stacklevel=4,
         )
         self.restored[partition.index] = message
@@ -995,6 +1031,7 @@ class Interpreter:
         """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons."""
         report = self.plan().to_dict()
         report["restored_to_cpu"] = {str(k): v for k, v in self._executor.restored.items()}
+        report["shape_corrections"] = self._executor.shape_corrections or []
         report["model_type_reason"] = self._model.model_type_reason
         if self.auto_selection is not None:
             report["auto"] = self.auto_selection

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from offload.ops._base import check_shape
 from offload.ops._quant import (
     activation_range_quantized,
     dtype_range,
@@ -32,6 +33,7 @@ __all__ = [
     "window_options",
     "Geometry",
     "geometry",
+    "window_geometry",
     "pad_spatial",
     "patches",
     "im2col",
@@ -77,7 +79,10 @@ def _out_size(padding: str, size: int, filt: int, stride: int, dilation: int) ->
     if padding == "SAME":
         return (size + stride - 1) // stride
     if padding == "VALID":
-        return (size + stride - effective) // stride
+        # C++ integer division truncates toward zero: a filter up to a stride larger than the
+        # input gives LiteRT an empty output, not a negative size.
+        numerator = size + stride - effective
+        return numerator // stride if numerator >= 0 else -(-numerator // stride)
     raise ValueError(f"expected padding SAME or VALID, found {padding!r}")
 
 
@@ -105,6 +110,37 @@ def geometry(
     top, bottom = _pad(in_hw[0], filter_hw[0], stride[0], dilation[0], out_h)
     left, right = _pad(in_hw[1], filter_hw[1], stride[1], dilation[1], out_w)
     return Geometry(out_h, out_w, top, bottom, left, right)
+
+
+@functools.lru_cache(maxsize=512)
+def window_geometry(
+    padding: str,
+    in_hw: tuple[int, int],
+    filter_hw: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int] = (1, 1),
+) -> Geometry:
+    """:func:`geometry` of a CONV_2D or DEPTHWISE_CONV_2D window after LiteRT's Prepare checks:
+    positive strides, dilations, input and filter sizes, and a filter that fits the padded
+    input (an empty output is allowed, as in LiteRT; a negative one is not)."""
+    check_shape(
+        min(stride) >= 1 and min(dilation) >= 1,
+        f"expected strides and dilations >= 1, found stride {list(stride)} and dilation "
+        f"{list(dilation)}",
+    )
+    check_shape(
+        min(in_hw) >= 1 and min(filter_hw) >= 1,
+        f"expected input and filter heights and widths >= 1, found input {list(in_hw)} and "
+        f"filter {list(filter_hw)}",
+    )
+    g = geometry(padding, in_hw, filter_hw, stride, dilation)
+    if g.out_h < 0 or g.out_w < 0:
+        effective = [(k - 1) * d + 1 for k, d in zip(filter_hw, dilation)]
+        raise ValueError(
+            f"expected a filter no larger than the {padding}-padded input {list(in_hw)}, found "
+            f"a filter of {list(filter_hw)} (dilated to {effective})"
+        )
+    return g
 
 
 def pad_spatial(x: np.ndarray, g: Geometry, value: float = 0) -> np.ndarray:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from offload.ops._base import Shape, ShapeContext
 from offload.ops._shape import int_list
 
-__all__ = ["pad_widths"]
+__all__ = ["pad_widths", "padded_shape", "pad_output_shape"]
 
 
 def pad_widths(paddings: np.ndarray, rank: int) -> list[tuple[int, int]]:
@@ -19,3 +20,15 @@ def pad_widths(paddings: np.ndarray, rank: int) -> list[tuple[int, int]]:
     if any(lo < 0 or hi < 0 for lo, hi in widths):
         raise ValueError(f"expected non-negative paddings, found {widths}")
     return widths
+
+
+def padded_shape(shape: Shape, paddings: np.ndarray) -> Shape:
+    """``shape`` grown by ``paddings`` on each side of every dimension."""
+    return tuple(d + lo + hi for d, (lo, hi) in zip(shape, pad_widths(paddings, len(shape))))
+
+
+def pad_output_shape(ctx: ShapeContext) -> Shape | None:
+    """The output shape of PAD, PADV2 and MIRROR_PAD (input 0 padded by input 1), or None
+    when the paddings are computed at run time."""
+    paddings = ctx.constant(1)
+    return None if paddings is None else padded_shape(ctx.shape(0), paddings)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from offload.ops._base import Shape, ShapeContext, check_shape
 from offload.ops._quant import tflite_round
 
 __all__ = [
     "output_size",
+    "resized_shape",
+    "resize_output_shape",
     "bilinear_float_axis",
     "bilinear_fixed_axis",
     "nearest_axis",
@@ -27,6 +30,28 @@ def output_size(size: np.ndarray) -> tuple[int, int]:
     if flat.size != 2 or flat.min() <= 0:
         raise ValueError(f"expected a size of two positive ints, found {flat.tolist()}")
     return int(flat[0]), int(flat[1])
+
+
+def _check_nhwc(shape: Shape) -> None:
+    check_shape(len(shape) == 4, f"expected a 4-D NHWC input, found shape {list(shape)}")
+
+
+def resized_shape(input_shape: Shape, size: np.ndarray) -> Shape:
+    """The NHWC output shape: the input's batch and channels, the height and width of
+    ``size``."""
+    _check_nhwc(input_shape)
+    height, width = output_size(size)
+    return (input_shape[0], height, width, input_shape[3])
+
+
+def resize_output_shape(ctx: ShapeContext) -> Shape | None:
+    """RESIZE_BILINEAR's and RESIZE_NEAREST_NEIGHBOR's output shape, or None when ``size``
+    is computed at run time (the input must be 4-D either way)."""
+    x, size = ctx.shape(0), ctx.constant(1)
+    if size is None:
+        _check_nhwc(x)
+        return None
+    return resized_shape(x, size)
 
 
 def _float_scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:

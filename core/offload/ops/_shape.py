@@ -12,10 +12,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from offload._graph import Tensor
+from offload.ops._base import check_shape
 
 __all__ = [
     "int_list",
     "scalar_int",
+    "check_one_value",
     "normalize_axis",
     "resolve_shape",
     "zero_point",
@@ -32,6 +34,12 @@ def int_list(values: np.ndarray | Iterable[int]) -> list[int]:
 def scalar_int(value: np.ndarray | int) -> int:
     """The single element of a scalar or one-element tensor (TFLite reads element 0)."""
     return int(np.asarray(value).reshape(-1)[0])
+
+
+def check_one_value(shape: tuple[int, ...], what: str) -> None:
+    """TFLite's ``NumElements(t) == 1`` on a scalar-like input (an axis, a depth), any rank."""
+    count = math.prod(shape)
+    check_shape(count == 1, f"expected a single {what} value, found {count} (shape {list(shape)})")
 
 
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:

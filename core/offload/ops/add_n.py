@@ -3,15 +3,28 @@ output dtype."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 
 
 @register
 class AddN(OpKernel):
     op = "ADD_N"
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        check_shape(len(ctx.shapes) >= 2, f"expected at least 2 inputs, found {len(ctx.shapes)}")
+        shapes = [ctx.shape(i) for i in range(len(ctx.shapes))]
+        # LiteRT's HaveSameShapes: no broadcasting between the summands.
+        check_shape(
+            all(s == shapes[0] for s in shapes),
+            f"expected inputs of one shape, found {[list(s) for s in shapes]}",
+        )
+        return [shapes[0]]
 
     def run(self, *xs: np.ndarray | None) -> np.ndarray:
         dtype = self.outputs[0].dtype

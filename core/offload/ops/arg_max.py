@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._shape import check_one_value, normalize_axis, scalar_int
 
 
 def arg_axis(axis: np.ndarray, ndim: int) -> int:
-    """The single axis of ARG_MAX/ARG_MIN, wrapped when negative."""
-    a = int(np.asarray(axis).reshape(-1)[0])
-    return a + ndim if a < 0 else a
+    """The single axis of ARG_MAX/ARG_MIN, counted from the end when negative."""
+    return normalize_axis(scalar_int(axis), ndim)
+
+
+def arg_output_shapes(ctx: ShapeContext) -> list[Shape | None]:
+    """ARG_MAX/ARG_MIN: the input's shape without the reduced axis (None for a runtime axis)."""
+    shape = ctx.shape(0)
+    check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+    check_one_value(ctx.shape(1), "axis")
+    axis = ctx.constant(1)
+    if axis is None:
+        return [None]
+    a = arg_axis(axis, len(shape))
+    return [shape[:a] + shape[a + 1 :]]
 
 
 @register
 class ArgMax(OpKernel):
     op = "ARG_MAX"
     max_version = 3
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return arg_output_shapes(ctx)
 
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         return np.argmax(x, axis=arg_axis(axis, x.ndim)).astype(self.outputs[0].dtype)

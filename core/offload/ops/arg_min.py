@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops.arg_max import arg_axis
+from offload.ops.arg_max import arg_axis, arg_output_shapes
 
 
 @register
 class ArgMin(OpKernel):
     op = "ARG_MIN"
     max_version = 3
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return arg_output_shapes(ctx)
 
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         return np.argmin(x, axis=arg_axis(axis, x.ndim)).astype(self.outputs[0].dtype)

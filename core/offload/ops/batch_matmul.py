@@ -3,9 +3,12 @@ last two; float, hybrid (float lhs, int8 rhs), int8 (to int8 or int32) and int16
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     filter_scales,
     finish_quantized,
@@ -18,15 +21,46 @@ from offload.ops._conv import (
 from offload.ops._registry import register
 
 
+def matmul_shape(lhs: Shape, rhs: Shape, adj_x: bool, adj_y: bool) -> Shape:
+    """LiteRT's BATCH_MATMUL output: broadcast batch dims, then lhs rows by rhs columns."""
+    check_shape(
+        2 <= len(lhs) <= 5 and 2 <= len(rhs) <= 5,
+        f"expected lhs and rhs of rank 2 to 5, found {list(lhs)} and {list(rhs)}",
+    )
+    rows, k_lhs = (lhs[-1], lhs[-2]) if adj_x else (lhs[-2], lhs[-1])
+    k_rhs, cols = (rhs[-1], rhs[-2]) if adj_y else (rhs[-2], rhs[-1])
+    check_shape(
+        k_lhs == k_rhs,
+        f"expected lhs and rhs to agree on the accumulation depth, found {k_lhs} and {k_rhs} "
+        f"(adj_x={adj_x}, adj_y={adj_y})",
+    )
+    rank = max(len(lhs), len(rhs))
+    a = (1,) * (rank - len(lhs)) + lhs[:-2]
+    b = (1,) * (rank - len(rhs)) + rhs[:-2]
+    check_shape(
+        all(x == y or x == 1 or y == 1 for x, y in zip(a, b)),
+        f"expected batch dimensions that broadcast, found {list(lhs[:-2])} and {list(rhs[:-2])}",
+    )
+    return tuple(y if x == 1 else x for x, y in zip(a, b)) + (rows, cols)
+
+
 @register
 class BatchMatMul(OpKernel):
     op = "BATCH_MATMUL"
     max_version = 4
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        adj_x, adj_y = cls.adjoints(ctx.options)
+        return [matmul_shape(ctx.shape(0), ctx.shape(1), adj_x, adj_y)]
+
+    @staticmethod
+    def adjoints(options: Mapping[str, Any]) -> tuple[bool, bool]:
+        return bool(options.get("adj_x", False)), bool(options.get("adj_y", False))
+
     def setup(self) -> None:
         opts = self.options
-        self.adj_x = bool(opts.get("adj_x", False))
-        self.adj_y = bool(opts.get("adj_y", False))
+        self.adj_x, self.adj_y = self.adjoints(opts)
         self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
         lhs, rhs, out = self.inputs[0], self.inputs[1], self.outputs[0]
         self.kind = kind_of(lhs, rhs)

@@ -3,9 +3,11 @@ zero, integers wrap, nonzero -> true, complex -> its real part)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
 
 
@@ -13,6 +15,10 @@ from offload.ops._registry import register
 class Cast(OpKernel):
     op = "CAST"
     max_version = 7
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [ctx.shape(0)]
 
     def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
         dtype = self.outputs[0].dtype

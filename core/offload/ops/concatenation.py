@@ -3,9 +3,11 @@ from the output's are requantized the way TFLite's ConcatenationWithScaling does
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis, zero_point
@@ -15,6 +17,22 @@ from offload.ops._shape import normalize_axis, zero_point
 class Concatenation(OpKernel):
     op = "CONCATENATION"
     max_version = 7
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        check_shape(len(ctx.shapes) >= 1, "expected at least one input, found none")
+        shapes = [ctx.shape(i) for i in range(len(ctx.shapes))]
+        first = shapes[0]
+        # LiteRT refuses scalars (there is no axis to join them along).
+        check_shape(len(first) >= 1, "expected inputs of rank >= 1, found a scalar")
+        axis = normalize_axis(int(ctx.options.get("axis", 0)), len(first))
+        for s in shapes[1:]:
+            check_shape(
+                len(s) == len(first)
+                and all(d == e for i, (d, e) in enumerate(zip(s, first)) if i != axis),
+                f"expected inputs equal to {list(first)} except on axis {axis}, found {list(s)}",
+            )
+        return [first[:axis] + (sum(s[axis] for s in shapes),) + first[axis + 1 :]]
 
     def setup(self) -> None:
         activation = self.options.get("fused_activation_function", "NONE")
@@ -41,8 +59,6 @@ class Concatenation(OpKernel):
     def run(self, *xs: np.ndarray) -> np.ndarray:
         dtype = self.outputs[0].dtype
         xs = tuple(x if r is None else self._requantize(x, *r) for x, r in zip(xs, self.rescale))
-        if xs[0].ndim == 0:
-            return np.stack(xs).astype(dtype, copy=False)
         axis = normalize_axis(int(self.options.get("axis", 0)), xs[0].ndim)
         return np.concatenate(xs, axis=axis).astype(dtype, copy=False)
 

@@ -6,25 +6,28 @@ once in setup; runtime filters (float16 models dequantize them on the fly) on ev
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
+    Geometry,
     Rounding,
     bias_is_wide,
     filter_scales,
     filter_zero_point,
     finish_quantized,
-    geometry,
     im2col,
     kind_of,
     output_multipliers,
     quantize_rows,
     scalar_quant,
     weight_value,
+    window_geometry,
     window_options,
 )
 from offload.ops._registry import register
@@ -33,15 +36,56 @@ if TYPE_CHECKING:
     from offload._graph import Tensor
 
 
+def conv_shape(
+    x: Shape,
+    f: Shape,
+    padding: str,
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+) -> tuple[Geometry, Shape]:
+    """The window geometry and NHWC output shape of an NHWC input ``x`` and OHWI filter ``f``,
+    after LiteRT's Prepare checks (grouped convolutions: input channels a multiple of the
+    filter's, output channels a multiple of the groups)."""
+    check_shape(
+        len(x) == 4 and len(f) == 4,
+        f"expected a 4-D NHWC input and a 4-D OHWI filter, found {list(x)} and {list(f)}",
+    )
+    check_shape(
+        f[3] >= 1 and x[3] >= 1 and x[3] % f[3] == 0,
+        f"expected input channels a positive multiple of the filter's in-channels {f[3]}, "
+        f"found {x[3]}",
+    )
+    groups = x[3] // f[3]
+    check_shape(
+        f[0] % groups == 0,
+        f"expected filter out-channels a multiple of the {groups} groups, found {f[0]}",
+    )
+    g = window_geometry(padding, (x[1], x[2]), (f[1], f[2]), stride, dilation)
+    return g, (x[0], g.out_h, g.out_w, f[0])
+
+
 @register
 class Conv2D(OpKernel):
     op = "CONV_2D"
     max_version = 8
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        stride, dilation, padding, _ = window_options(ctx.options)
+        f = ctx.shape(1)
+        _, shape = conv_shape(ctx.shape(0), f, padding, stride, dilation)
+        if ctx.has(2):
+            bias = math.prod(ctx.shape(2))
+            check_shape(
+                bias == f[0], f"expected {f[0]} bias values (one per out-channel), found {bias}"
+            )
+        return [shape]
+
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
         x, f = self.inputs[0], self.inputs[1]
         out_ch, kh, kw, f_in = f.shape
+        self.filter_shape = tuple(f.shape)
         self.kernel_hw = (kh, kw)
         self.groups = x.shape[3] // f_in if x.shape and f_in else 1
         self.kind = kind_of(x, f)
@@ -102,7 +146,7 @@ class Conv2D(OpKernel):
     def _add_bias(self, out: np.ndarray, bias: np.ndarray) -> None:
         """out (N, OH, OW, C) += bias. A constant bias is tiled to whole rows once: numpy
         broadcasts a (C,) vector C values at a time, several times slower on small C."""
-        if self._bias_const is None or out.ndim != 4 or not out.flags.c_contiguous:
+        if self._bias_const is None or out.ndim != 4 or out.size == 0 or not out.flags.c_contiguous:
             out += bias
             return
         if self._bias_row is None or self._bias_row[0] != out.shape:
@@ -114,9 +158,7 @@ class Conv2D(OpKernel):
         x, f = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         w = self.w if self.w is not None else self._gemm_weights(f)
-        n, h, wd, _ = x.shape
-        g = geometry(self.padding, (h, wd), self.kernel_hw, self.stride, self.dilation)
-        shape = (n, g.out_h, g.out_w, w.shape[0] * w.shape[2])
+        g, shape = conv_shape(x.shape, self.filter_shape, self.padding, self.stride, self.dilation)
         if self.kind == "float":
             cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride, self.dilation)
             if self.groups == 1 and self.fits(out, shape, np.dtype(np.float32)):

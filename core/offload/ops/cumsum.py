@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._shape import check_one_value, normalize_axis, scalar_int
 
 
 @register
 class Cumsum(OpKernel):
     op = "CUMSUM"
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+        check_one_value(ctx.shape(1), "axis")
+        axis = ctx.constant(1)
+        if axis is not None:
+            # The shape does not depend on the axis, but a bad constant one fails here, early.
+            normalize_axis(scalar_int(axis), len(shape))
+        return [shape]
+
     def setup(self) -> None:
         self.exclusive = bool(self.options.get("exclusive", False))
         self.reverse = bool(self.options.get("reverse", False))
 
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        a = int(np.asarray(axis).reshape(-1)[0])
-        a = a + x.ndim if a < 0 else a
+        a = normalize_axis(scalar_int(axis), x.ndim)
         data = np.flip(x, a) if self.reverse else x
         # np.cumsum accumulates sequentially in the input dtype, as TFLite's loop does.
         out = np.cumsum(data, axis=a, dtype=x.dtype)

@@ -3,10 +3,13 @@ tensor. The input is constant, so the work is done once in ``setup``."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 from offload._graph import Tensor
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 
 
@@ -25,12 +28,23 @@ def densify(tensor: Tensor) -> np.ndarray:
     rank = len(shape)
     order = sparsity.traversal_order
     levels = sparsity.dim_metadata
+    total = math.prod(shape)
+
+    def check_stored(count: int, level: int) -> None:
+        # A valid encoding never stores more positions than the dense tensor has; a crafted
+        # dense_size or array_segments would otherwise make the walk allocate without bound.
+        check_shape(
+            0 <= count <= total,
+            f"expected sparsity level {level} of tensor {tensor.index} ({tensor.name!r}) to "
+            f"address at most its {total} dense elements, found {count}",
+        )
 
     parent = np.zeros(1, np.int64)  # storage position at the previous level
     coords = np.zeros((0, 1), np.int64)  # one row per level, one column per stored element
-    for meta in levels:
+    for level, meta in enumerate(levels):
         if meta.format == "DENSE":
             size = int(meta.dense_size)
+            check_stored(parent.size * size if size >= 0 else -1, level)
             child = (parent[:, None] * size + np.arange(size)).reshape(-1)
             level_coord = np.tile(np.arange(size), parent.size)
             coords = np.repeat(coords, size, axis=1)
@@ -38,6 +52,7 @@ def densify(tensor: Tensor) -> np.ndarray:
             segments = meta.array_segments
             starts, ends = segments[parent], segments[parent + 1]
             counts = ends - starts
+            check_stored(int(counts.sum()) if not counts.size or counts.min() >= 0 else -1, level)
             # Concatenated ranges [starts[i], ends[i]) without a Python loop.
             offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
             child = offsets + np.arange(int(counts.sum()))
@@ -64,6 +79,12 @@ def densify(tensor: Tensor) -> np.ndarray:
 @register
 class Densify(OpKernel):
     op = "DENSIFY"
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        # The sparse constant's tensor shape is its dense shape; the interpreter then holds the
+        # dense output (allocated at planning) to its byte budget like any other tensor.
+        return [ctx.shape(0)]
 
     def setup(self) -> None:
         self.dense = densify(self.inputs[0])

@@ -9,27 +9,52 @@ on per-shape buffers laid out so that each tap is a few long contiguous passes; 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     Geometry,
     filter_scales,
     filter_zero_point,
     finish_quantized,
-    geometry,
     kind_of,
     output_multipliers,
     pad_spatial,
     quantize_rows,
     scalar_quant,
     weight_value,
+    window_geometry,
     window_options,
 )
 from offload.ops._registry import register
+
+
+def depthwise_shape(
+    x: Shape,
+    f: Shape,
+    padding: str,
+    stride: tuple[int, int],
+    dilation: tuple[int, int],
+) -> tuple[Geometry, Shape]:
+    """The window geometry and NHWC output shape of an NHWC input ``x`` and a [1, H, W, C*M]
+    filter ``f``, after LiteRT's Prepare checks. The multiplier M is out / in channels, as
+    LiteRT computes it; the ``depth_multiplier`` option is not read (LiteRT ignores it)."""
+    check_shape(
+        len(x) == 4 and len(f) == 4,
+        f"expected a 4-D NHWC input and a 4-D [1, H, W, C] filter, found {list(x)} and {list(f)}",
+    )
+    check_shape(f[0] == 1, f"expected a depthwise filter of shape [1, H, W, C], found {list(f)}")
+    check_shape(
+        x[3] >= 1 and f[3] % x[3] == 0,
+        f"expected filter channels a multiple of the input channels {x[3]}, found {f[3]}",
+    )
+    g = window_geometry(padding, (x[1], x[2]), (f[1], f[2]), stride, dilation)
+    return g, (x[0], g.out_h, g.out_w, f[3])
 
 
 @dataclass
@@ -49,7 +74,7 @@ class _FloatPlan:
     weights: np.ndarray  # (KH*KW, OW*C)
     bias: np.ndarray | None  # (OW*C,) when the bias is constant
     scratch: np.ndarray  # (N, OH, OW*C)
-    out_shape: tuple[int, int, int, int]
+    out_shape: Shape
 
 
 @register
@@ -57,9 +82,22 @@ class DepthwiseConv2D(OpKernel):
     op = "DEPTHWISE_CONV_2D"
     max_version = 7
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        stride, dilation, padding, _ = window_options(ctx.options)
+        f = ctx.shape(1)
+        _, shape = depthwise_shape(ctx.shape(0), f, padding, stride, dilation)
+        if ctx.has(2):
+            bias = math.prod(ctx.shape(2))
+            check_shape(
+                bias == f[3], f"expected {f[3]} bias values (one per out-channel), found {bias}"
+            )
+        return [shape]
+
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
         x, f, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        self.filter_shape = tuple(f.shape)
         self.kernel_hw = (f.shape[1], f.shape[2])
         self.kind = kind_of(x, f)
         self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
@@ -83,6 +121,9 @@ class DepthwiseConv2D(OpKernel):
             # Built here, at allocate_tensors, for the model's shape; a resized input
             # rebuilds it on the first run with the new shape.
             self._plan = (tuple(x.shape), self._float_plan(tuple(x.shape)))
+
+    def _shape(self, x_shape: Shape) -> tuple[Geometry, Shape]:
+        return depthwise_shape(x_shape, self.filter_shape, self.padding, self.stride, self.dilation)
 
     def _tap_weights(self, w: np.ndarray) -> np.ndarray:
         """(1, KH, KW, C*M) -> (KH, KW, C*M) in the arithmetic's dtype, zero point removed."""
@@ -117,7 +158,7 @@ class DepthwiseConv2D(OpKernel):
         n, h, wd, c = shape
         (sh, sw), (dh, dw) = self.stride, self.dilation
         kh, kw = self.kernel_hw
-        g = geometry(self.padding, (h, wd), self.kernel_hw, self.stride, self.dilation)
+        g, out_shape = self._shape(shape)
         padded_h = g.pad_top + h + g.pad_bottom
         padded_w = g.pad_left + wd + g.pad_right
         phases, fills = [], []
@@ -152,7 +193,7 @@ class DepthwiseConv2D(OpKernel):
             weights=weights.reshape(kh * kw, g.out_w * c),
             bias=None if bias is None else np.tile(np.asarray(bias, np.float32), g.out_w),
             scratch=np.empty((n, g.out_h, g.out_w * c), np.float32),
-            out_shape=(n, g.out_h, g.out_w, c),
+            out_shape=out_shape,
         )
 
     def _run_float_plan(
@@ -185,10 +226,8 @@ class DepthwiseConv2D(OpKernel):
         if self._fast and x.dtype == np.float32:
             return self._run_float_plan(x, bias, out)
         w = self.w if self.w is not None else self._tap_weights(f)
-        n, h, wd, c = x.shape
-        out_ch = w.shape[2]
-        g = geometry(self.padding, (h, wd), self.kernel_hw, self.stride, self.dilation)
-        shape = (n, g.out_h, g.out_w, out_ch)
+        n = x.shape[0]
+        g, shape = self._shape(x.shape)
         if self.kind == "float":
             acc = np.empty(shape, np.float32)
             self._accumulate(pad_spatial(np.asarray(x, np.float32), g), g, w, acc)

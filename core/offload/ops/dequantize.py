@@ -7,9 +7,11 @@ cached array is returned on every run, as LiteRT keeps them in a persistent buff
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._quant import dequantize
 from offload.ops._registry import register
 
@@ -18,6 +20,10 @@ from offload.ops._registry import register
 class Dequantize(OpKernel):
     op = "DEQUANTIZE"
     max_version = 6
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [ctx.shape(0)]
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype

@@ -3,16 +3,29 @@ dequantized row by row (per-tensor or per-row scale), as LiteRT's hybrid path do
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+
+
+def lookup_shape(ids: Shape, table: Shape) -> Shape:
+    """One table row per id: LiteRT takes a 1-D ids vector and a table of rank >= 2."""
+    check_shape(len(ids) == 1, f"expected a 1-D vector of lookup ids, found shape {list(ids)}")
+    check_shape(len(table) >= 2, f"expected a table of rank >= 2, found shape {list(table)}")
+    return (ids[0], *table[1:])
 
 
 @register
 class EmbeddingLookup(OpKernel):
     op = "EMBEDDING_LOOKUP"
     max_version = 3
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [lookup_shape(ctx.shape(0), ctx.shape(1))]
 
     def setup(self) -> None:
         table = self.inputs[1]
@@ -24,7 +37,8 @@ class EmbeddingLookup(OpKernel):
             self.scale = np.float32(1.0) if q is None else q.scale.astype(np.float32)
 
     def run(self, ids: np.ndarray, table: np.ndarray) -> np.ndarray:
-        ids = np.asarray(ids).reshape(-1)
+        lookup_shape(np.shape(ids), table.shape)
+        ids = np.asarray(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
             raise IndexError(
                 f"expected lookup ids in [0, {table.shape[0] - 1}], found "

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops._shape import normalize_axis, scalar_int
+from offload.ops._shape import check_one_value, normalize_axis, scalar_int
+
+
+def expanded_shape(shape: Shape, axis: np.ndarray) -> Shape:
+    a = normalize_axis(scalar_int(axis), len(shape) + 1)
+    return shape[:a] + (1,) + shape[a:]
 
 
 @register
@@ -14,6 +21,12 @@ class ExpandDims(OpKernel):
     op = "EXPAND_DIMS"
     max_version = 1
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        check_one_value(ctx.shape(1), "axis")
+        axis = ctx.constant(1)
+        return [None if axis is None else expanded_shape(shape, axis)]
+
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        a = normalize_axis(scalar_int(axis), x.ndim + 1)
-        return x.reshape(x.shape[:a] + (1,) + x.shape[a:])
+        return x.reshape(expanded_shape(x.shape, axis))

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+
+
+def fill_shape(dims: np.ndarray) -> Shape:
+    shape = int_list(dims)
+    # A crafted model's negative dims must not reach an allocation.
+    check_shape(min(shape, default=0) >= 0, f"expected non-negative dims, found {shape}")
+    return tuple(shape)
 
 
 @register
@@ -14,8 +23,13 @@ class Fill(OpKernel):
     op = "FILL"
     max_version = 5
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        dims, value = ctx.shape(0), ctx.shape(1)
+        check_shape(len(dims) == 1, f"expected a 1-D dims input, found shape {list(dims)}")
+        check_shape(len(value) == 0, f"expected a scalar value, found shape {list(value)}")
+        known = ctx.constant(0)
+        return [None if known is None else fill_shape(known)]
+
     def run(self, dims: np.ndarray, value: np.ndarray) -> np.ndarray:
-        shape = int_list(dims)
-        if any(d < 0 for d in shape):
-            raise ValueError(f"expected non-negative dims, found {shape}")
-        return np.full(shape, value.reshape(-1)[0], dtype=self.outputs[0].dtype)
+        return np.full(fill_shape(dims), value.reshape(-1)[0], dtype=self.outputs[0].dtype)

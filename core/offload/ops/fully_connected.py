@@ -3,11 +3,14 @@ asymmetric per-row input quantization), int8/uint8 and 16x8, per-tensor or per-c
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     Rounding,
     bias_is_wide,
@@ -24,11 +27,47 @@ from offload.ops._conv import (
 from offload.ops._registry import register
 
 
+def fc_shape(x: Shape, weights: Shape, keep_num_dims: bool) -> Shape:
+    """The output of an input ``x`` and (units, depth) weights: ``x`` with its last dim
+    replaced by units (keep_num_dims), else (rows, units) with ``x`` flattened to rows of depth."""
+    check_shape(len(weights) == 2, f"expected 2-D weights, found shape {list(weights)}")
+    units, depth = weights
+    check_shape(depth >= 1, f"expected weights of depth >= 1, found shape {list(weights)}")
+    if keep_num_dims:
+        check_shape(
+            len(x) >= 1 and x[-1] == depth,
+            f"expected an input whose last dim is the weights' depth {depth} (keep_num_dims), "
+            f"found {list(x)}",
+        )
+        return (*x[:-1], units)
+    size = math.prod(x)
+    # LiteRT floors the row count and ignores the remainder; a row cut short is a broken
+    # model, so it is refused here.
+    check_shape(
+        size % depth == 0,
+        f"expected an input size a multiple of the weights' depth {depth}, found {list(x)}",
+    )
+    return (size // depth, units)
+
+
 @register
 class FullyConnected(OpKernel):
     op = "FULLY_CONNECTED"
     # v8 (sparse weights) and v14 (int2 weights) are refused in setup.
     max_version = 13
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        weights = ctx.shape(1)
+        shape = fc_shape(ctx.shape(0), weights, bool(ctx.options.get("keep_num_dims", False)))
+        if ctx.has(2):
+            bias = math.prod(ctx.shape(2))
+            check_shape(
+                bias == weights[0],
+                f"expected {weights[0]} bias values (one per unit), found {bias}",
+            )
+        # Shuffled int8 weights add a workspace output, sized by the kernel; not a shape rule.
+        return [shape, *[None] * (len(ctx.node.outputs) - 1)]
 
     def setup(self) -> None:
         opts = self.options
@@ -48,6 +87,7 @@ class FullyConnected(OpKernel):
                 "4-bit kernel) is not supported by the CPU reference"
             )
         self.units = f.shape[0]
+        self.weights_shape = tuple(f.shape)
         self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
         weights = weight_value(self, 1)
         self.w = None if weights is None else self._gemm_weights(weights)
@@ -84,11 +124,8 @@ class FullyConnected(OpKernel):
         x, f = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         w = self.w if self.w is not None else self._gemm_weights(f)
+        shape = fc_shape(x.shape, self.weights_shape, self.keep_num_dims)
         rows = x.reshape(-1, w.shape[0])
-        if self.keep_num_dims:
-            shape = (*x.shape[:-1], self.units)
-        else:
-            shape = (rows.shape[0], self.units)
         if self.kind == "float":
             out = np.asarray(rows, np.float32) @ w
             if bias is not None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from offload.errors import UnsupportedOpError
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 
 # LiteRT's fixed guard against a zero norm (not an option of the op).
@@ -16,6 +18,12 @@ _EPSILON = np.float32(1e-6)
 class L2Normalization(OpKernel):
     op = "L2_NORMALIZATION"
     max_version = 1
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+        return [shape]
 
     def setup(self) -> None:
         if self.outputs[0].dtype != np.float32:

@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 
 
 @register
 class LocalResponseNormalization(OpKernel):
     op = "LOCAL_RESPONSE_NORMALIZATION"
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        check_shape(len(shape) == 4, f"expected a 4-D input, found shape {list(shape)}")
+        return [shape]
 
     def setup(self) -> None:
         self.radius = int(self.options.radius)

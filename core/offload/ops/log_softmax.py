@@ -6,9 +6,11 @@ rounded half to even (``rint``) onto the fixed output scale 16/256.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
@@ -18,6 +20,10 @@ from offload.ops._registry import register
 class LogSoftmax(OpKernel):
     op = "LOG_SOFTMAX"
     max_version = 2
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [ctx.shape(0)]
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype
@@ -31,11 +37,15 @@ class LogSoftmax(OpKernel):
             self.table = np.exp(-self.in_scale * np.arange(256, dtype=np.float32))
 
     def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+        # LiteRT takes a scalar as a vector of one (its log-softmax is 0).
+        shape = np.shape(x)
+        x = np.reshape(x, shape or (1,))
         if self.quantized:
-            return self._run_quantized(x)
+            return self._run_quantized(x).reshape(shape)
         x = np.asarray(x, np.float32)
         shifted = x - x.max(axis=-1, keepdims=True)
-        return (shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))).astype(self.dtype)
+        out = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+        return out.astype(self.dtype).reshape(shape)
 
     def _run_quantized(self, x: np.ndarray) -> np.ndarray:
         xi = x.astype(np.int32)

@@ -3,11 +3,35 @@ SYMMETRIC (edge repeated, padding <= size)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
-from offload.ops._base import OpKernel
-from offload.ops._pad import pad_widths
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._pad import pad_widths, padded_shape
 from offload.ops._registry import register
+
+
+def mirror_mode(options: Mapping[str, Any]) -> str:
+    mode = options.get("mode", "REFLECT")
+    check_shape(
+        mode in ("REFLECT", "SYMMETRIC"), f"expected mode REFLECT or SYMMETRIC, found {mode!r}"
+    )
+    return mode
+
+
+def mirror_widths(shape: Shape, paddings: np.ndarray, mode: str) -> list[tuple[int, int]]:
+    """(before, after) per dimension, each at most the dimension's size (less 1 for REFLECT)."""
+    widths = pad_widths(paddings, len(shape))
+    edge = 1 if mode == "REFLECT" else 0
+    for dim, (lo, hi) in zip(shape, widths):
+        check_shape(
+            max(lo, hi) <= dim - edge,
+            f"expected {mode} paddings of at most {dim - edge} for a dimension of {dim}, "
+            f"found {(lo, hi)}",
+        )
+    return widths
 
 
 @register
@@ -15,18 +39,25 @@ class MirrorPad(OpKernel):
     op = "MIRROR_PAD"
     max_version = 3
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        mode = mirror_mode(ctx.options)
+        shape, matrix = ctx.shape(0), ctx.shape(1)
+        check_shape(
+            matrix == (len(shape), 2),
+            f"expected paddings of shape [{len(shape)}, 2], found {list(matrix)}",
+        )
+        paddings = ctx.constant(1)
+        if paddings is None:
+            return [None]
+        mirror_widths(shape, paddings, mode)
+        return [padded_shape(shape, paddings)]
+
     def setup(self) -> None:
-        mode = self.options.get("mode", "REFLECT")
-        if mode not in ("REFLECT", "SYMMETRIC"):
-            raise ValueError(f"expected mode REFLECT or SYMMETRIC, found {mode!r}")
-        self.mode = mode.lower()
-        self.edge = 1 if mode == "REFLECT" else 0
+        self.mode = mirror_mode(self.options)
 
     def run(self, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
-        widths = pad_widths(paddings, x.ndim)
-        for dim, (lo, hi) in zip(x.shape, widths):
-            if max(lo, hi) > dim - self.edge:
-                raise ValueError(
-                    f"{self.mode} padding {(lo, hi)} too large for a dimension of {dim}"
-                )
-        return np.pad(x, widths, mode=self.mode)
+        widths = mirror_widths(x.shape, paddings, self.mode)
+        if not widths:
+            return np.array(x)  # a scalar has nothing to pad, and np.pad refuses one
+        return np.pad(x, widths, mode=self.mode.lower())

@@ -3,11 +3,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
-from offload.ops._shape import normalize_axis, scalar_int
+from offload.ops._shape import check_one_value, scalar_int
+
+
+def one_hot_axis(axis: int, rank: int) -> int:
+    """Where the new axis goes among rank + 1: -1 means last, other negatives are errors (as
+    in LiteRT, which only special-cases -1)."""
+    check_shape(-1 <= axis <= rank, f"expected axis -1 or in [0, {rank}], found {axis}")
+    return rank if axis == -1 else axis
+
+
+def one_hot_shape(indices: Shape, axis: int, depth: np.ndarray) -> tuple[int, Shape]:
+    """(resolved axis, output shape): ``depth`` inserted into the indices' shape at the axis."""
+    n = scalar_int(depth)
+    # A crafted negative depth must fail here, before anything is allocated.
+    check_shape(n >= 0, f"expected a depth >= 0, found {n}")
+    a = one_hot_axis(axis, len(indices))
+    return a, indices[:a] + (n,) + indices[a:]
 
 
 @register
@@ -15,14 +33,23 @@ class OneHot(OpKernel):
     op = "ONE_HOT"
     max_version = 1
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        check_shape(len(ctx.shapes) == 4, f"expected 4 inputs, found {len(ctx.shapes)}")
+        indices = ctx.shape(0)
+        axis = int(ctx.options.get("axis", -1))
+        one_hot_axis(axis, len(indices))
+        for position, what in ((1, "depth"), (2, "on_value"), (3, "off_value")):
+            check_one_value(ctx.shape(position), what)
+        depth = ctx.constant(1)
+        return [None if depth is None else one_hot_shape(indices, axis, depth)[1]]
+
     def run(
         self, indices: np.ndarray, depth: np.ndarray, on: np.ndarray, off: np.ndarray
     ) -> np.ndarray:
-        axis = int(self.options.get("axis", -1))
-        axis = indices.ndim if axis == -1 else normalize_axis(axis, indices.ndim + 1)
-        n = scalar_int(depth)
-        shape = [1] * (indices.ndim + 1)
-        shape[axis] = n
-        hot = np.expand_dims(indices.astype(np.int64), axis) == np.arange(n).reshape(shape)
+        axis, shape = one_hot_shape(indices.shape, int(self.options.get("axis", -1)), depth)
+        grid = [1] * len(shape)
+        grid[axis] = shape[axis]
+        hot = np.expand_dims(indices.astype(np.int64), axis) == np.arange(shape[axis]).reshape(grid)
         dtype = self.outputs[0].dtype
         return np.where(hot, on.reshape(-1)[0], off.reshape(-1)[0]).astype(dtype, copy=False)

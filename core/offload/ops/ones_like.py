@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
 
 
 @register
 class OnesLike(OpKernel):
     op = "ONES_LIKE"
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [ctx.shape(0)]
 
     def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
         return np.ones(np.shape(x), self.outputs[0].dtype)

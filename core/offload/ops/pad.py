@@ -3,10 +3,12 @@ is the quantized zero."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
-from offload.ops._pad import pad_widths
+from offload.ops._base import OpKernel, Shape, ShapeContext
+from offload.ops._pad import pad_output_shape, pad_widths
 from offload.ops._registry import register
 from offload.ops._shape import padded, zero_point
 
@@ -15,6 +17,10 @@ from offload.ops._shape import padded, zero_point
 class Pad(OpKernel):
     op = "PAD"
     max_version = 6
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [pad_output_shape(ctx)]
 
     def setup(self) -> None:
         out = self.outputs[0]

@@ -3,18 +3,26 @@ without one it pads like PAD."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
-from offload.ops._pad import pad_widths
+from offload.ops._base import OpKernel, Shape, ShapeContext
+from offload.ops._pad import pad_output_shape, pad_widths
 from offload.ops._registry import register
-from offload.ops._shape import padded, zero_point
+from offload.ops._shape import check_one_value, padded, zero_point
 
 
 @register
 class PadV2(OpKernel):
     op = "PADV2"
     max_version = 6
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        if ctx.has(2):
+            check_one_value(ctx.shape(2), "pad")
+        return [pad_output_shape(ctx)]
 
     def run(
         self, x: np.ndarray, paddings: np.ndarray, constant: np.ndarray | None = None

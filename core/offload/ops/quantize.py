@@ -4,10 +4,12 @@ fixed-point multiplier."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from offload.errors import UnsupportedOpError
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._elementwise import scale_zp
 from offload.ops._quant import dtype_range, quantize, quantize_multiplier, requantize
 from offload.ops._registry import register
@@ -17,6 +19,10 @@ from offload.ops._registry import register
 class Quantize(OpKernel):
     op = "QUANTIZE"
     max_version = 6
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [ctx.shape(0)]
 
     def setup(self) -> None:
         in_t, out_t = self.inputs[0], self.outputs[0]
@@ -34,6 +40,7 @@ class Quantize(OpKernel):
         out_q = self.outputs[0].quantization
         assert out_q is not None
         if self.from_float:
-            return quantize(x, out_q, self.dtype)
+            # quantize() broadcasts against a (1,) scale, which would give a scalar a dimension.
+            return quantize(x, out_q, self.dtype).reshape(np.shape(x))
         acc = x.astype(np.int64) - self.zi
         return requantize(acc, self.multiplier, self.shift, self.zo, self.clamp, self.dtype)

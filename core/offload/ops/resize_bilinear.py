@@ -3,17 +3,28 @@ kernel; int8 and int16 use its 10-bit fixed-point kernel, rounding half away fro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops._resize import bilinear_fixed_axis, bilinear_float_axis, output_size
+from offload.ops._resize import (
+    bilinear_fixed_axis,
+    bilinear_float_axis,
+    resize_output_shape,
+    resized_shape,
+)
 
 
 @register
 class ResizeBilinear(OpKernel):
     op = "RESIZE_BILINEAR"
     max_version = 4
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [resize_output_shape(ctx)]
 
     def setup(self) -> None:
         self.align_corners = bool(self.options.get("align_corners", False))
@@ -34,8 +45,8 @@ class ResizeBilinear(OpKernel):
         return self.tables[key]
 
     def run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
-        out_h, out_w = output_size(size)
-        n, in_h, in_w, depth = x.shape
+        _, out_h, out_w, _ = resized_shape(x.shape, size)
+        _, in_h, in_w, _ = x.shape
         exact_2x = out_h == 2 * in_h and out_w == 2 * in_w
         if self.dtype == np.float32 and exact_2x and not (self.align_corners or self.half_pixel):
             return _upsample_2x(x)

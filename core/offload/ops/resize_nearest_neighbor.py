@@ -3,17 +3,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops._resize import nearest_axis, nearest_fixed_axis, output_size
+from offload.ops._resize import (
+    nearest_axis,
+    nearest_fixed_axis,
+    resize_output_shape,
+    resized_shape,
+)
 
 
 @register
 class ResizeNearestNeighbor(OpKernel):
     op = "RESIZE_NEAREST_NEIGHBOR"
     max_version = 4
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [resize_output_shape(ctx)]
 
     def setup(self) -> None:
         self.align_corners = bool(self.options.get("align_corners", False))
@@ -34,5 +45,5 @@ class ResizeNearestNeighbor(OpKernel):
         return self.tables[key]
 
     def run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
-        out_h, out_w = output_size(size)
+        _, out_h, out_w, _ = resized_shape(x.shape, size)
         return x[:, self._axis(x.shape[1], out_h)][:, :, self._axis(x.shape[2], out_w)]

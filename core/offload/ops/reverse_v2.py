@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list, normalize_axis
+
+
+def reversed_axes(axis: np.ndarray, rank: int) -> tuple[int, ...]:
+    """The axes to flip, in order; LiteRT refuses gaps and repeats alike (its kernel flips
+    one contiguous block of axes)."""
+    axes = sorted(normalize_axis(a, rank) for a in int_list(axis))
+    check_shape(
+        not axes or axes == list(range(axes[0], axes[0] + len(axes))),
+        f"expected distinct contiguous axes (as LiteRT), found {axes}",
+    )
+    return tuple(axes)
 
 
 @register
@@ -14,8 +27,13 @@ class ReverseV2(OpKernel):
     op = "REVERSE_V2"
     max_version = 4
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x, axis = ctx.shape(0), ctx.constant(1)
+        if axis is not None:
+            reversed_axes(axis, len(x))
+        return [x]
+
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        axes = sorted({normalize_axis(a, x.ndim) for a in int_list(axis)})
-        if axes and axes[-1] - axes[0] != len(axes) - 1:
-            raise ValueError(f"expected contiguous axes (as LiteRT), found {axes}")
-        return np.flip(x, axis=tuple(axes)) if axes else x
+        axes = reversed_axes(axis, x.ndim)
+        return np.flip(x, axis=axes) if axes else x

@@ -2,17 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import RnnKernelMixin
 from offload.ops._registry import register
+
+
+def rnn_units(ctx: ShapeContext, n_batch: int, n_input: int) -> int:
+    """num_units of RNN and UNIDIRECTIONAL_SEQUENCE_RNN, after TFLite's checks of the weights
+    (input 1), recurrent weights (2), bias (3) and hidden state (4) against one another."""
+    weights, recurrent, bias, state = (ctx.shape(i) for i in range(1, 5))
+    check_shape(
+        len(weights) == 2 and weights[1] == n_input,
+        f"expected weights of shape [num_units, {n_input}], found {list(weights)}",
+    )
+    units = weights[0]
+    for what, found, want in (
+        ("recurrent weights", recurrent, (units, units)),
+        ("bias", bias, (units,)),
+        ("hidden state", state, (n_batch, units)),
+    ):
+        check_shape(found == want, f"expected {what} of shape {list(want)}, found {list(found)}")
+    return units
 
 
 @register
 class Rnn(RnnKernelMixin, OpKernel):
     op = "RNN"
     max_version = 3
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x = ctx.shape(0)
+        check_shape(len(x) == 2, f"expected an input of shape [batch, input], found {list(x)}")
+        return [(x[0], rnn_units(ctx, x[0], x[1]))]
 
     def setup(self) -> None:
         self.build_cell()

@@ -3,9 +3,11 @@ has that shape, or is a scalar, or is a vector choosing whole slices along the f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 
 
@@ -13,6 +15,18 @@ from offload.ops._registry import register
 class Select(OpKernel):
     op = "SELECT"
     max_version = 4
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        cond, x, y = ctx.shape(0), ctx.shape(1), ctx.shape(2)
+        check_shape(x == y, f"expected x and y of one shape, found {list(x)} and {list(y)}")
+        check_shape(
+            cond == x or cond == () or (len(cond) == 1 and len(x) >= 1 and cond[0] == x[0]),
+            f"expected a condition of shape {list(x)} or a scalar"
+            + (f" or of shape [{x[0]}]" if x else "")
+            + f", found {list(cond)}",
+        )
+        return [x]
 
     def run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # type: ignore[override]
         cond = np.asarray(cond, np.bool_)

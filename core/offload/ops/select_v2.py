@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
 
 
@@ -12,6 +14,15 @@ from offload.ops._registry import register
 class SelectV2(OpKernel):
     op = "SELECT_V2"
     max_version = 2
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shapes = [ctx.shape(i) for i in range(3)]
+        try:
+            return [tuple(np.broadcast_shapes(*shapes))]
+        except ValueError:
+            found = ", ".join(str(list(s)) for s in shapes)
+            raise ValueError(f"expected shapes that broadcast together, found {found}") from None
 
     def run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:  # type: ignore[override]
         return np.where(np.asarray(cond, np.bool_), x, y).astype(self.outputs[0].dtype, copy=False)

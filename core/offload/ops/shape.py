@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, ShapeContext
 from offload.ops._registry import register
 
 
@@ -12,6 +14,10 @@ from offload.ops._registry import register
 class Shape(OpKernel):
     op = "SHAPE"
     max_version = 1
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[tuple[int, ...] | None]:
+        return [(len(ctx.shape(0)),)]
 
     def run(self, x: np.ndarray) -> np.ndarray:
         return np.array(x.shape, dtype=self.outputs[0].dtype)

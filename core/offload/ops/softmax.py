@@ -7,10 +7,12 @@ the output scale. int16 is not implemented.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from offload.errors import UnsupportedOpError
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
@@ -20,6 +22,13 @@ from offload.ops._registry import register
 class Softmax(OpKernel):
     op = "SOFTMAX"
     max_version = 3
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        shape = ctx.shape(0)
+        # The softmax runs along the last axis, so a scalar has none (LiteRT refuses it too).
+        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+        return [shape]
 
     def setup(self) -> None:
         self.beta = np.float32(self.options.get("beta", 1.0))

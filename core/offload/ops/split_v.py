@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list, normalize_axis, scalar_int
+
+
+def split_sizes(shape: Shape, size_splits: np.ndarray, axis: np.ndarray) -> tuple[int, list[int]]:
+    """(axis, size of each part) with the -1 entry resolved; the sizes must add up to the
+    axis's dimension."""
+    a = normalize_axis(scalar_int(axis), len(shape))
+    check_shape(
+        np.ndim(size_splits) == 1,
+        f"expected a vector of size_splits, found shape {list(np.shape(size_splits))}",
+    )
+    sizes = int_list(size_splits)
+    check_shape(sizes.count(-1) <= 1, f"expected at most one -1 in size_splits, found {sizes}")
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = shape[a] - sum(s for s in sizes if s != -1)
+    check_shape(
+        sum(sizes) == shape[a] and min(sizes, default=0) >= 0,
+        f"expected non-negative size_splits adding up to dimension {a} of {list(shape)}, "
+        f"found {sizes}",
+    )
+    return a, sizes
 
 
 @register
@@ -14,14 +36,17 @@ class SplitV(OpKernel):
     op = "SPLIT_V"
     max_version = 3
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        parts = len(ctx.node.outputs)
+        num_splits = int(ctx.options.get("num_splits", 0))
+        check_shape(num_splits == parts, f"expected num_splits={num_splits} outputs, found {parts}")
+        x, size_splits, axis = ctx.shape(0), ctx.constant(1), ctx.constant(2)
+        if size_splits is None or axis is None:
+            return [None] * parts
+        a, sizes = split_sizes(x, size_splits, axis)
+        return [(*x[:a], s, *x[a + 1 :]) for s in sizes]
+
     def run(self, x: np.ndarray, size_splits: np.ndarray, axis: np.ndarray) -> list[np.ndarray]:
-        a = normalize_axis(scalar_int(axis), x.ndim)
-        sizes = int_list(size_splits)
-        if sizes.count(-1) > 1:
-            raise ValueError(f"expected at most one -1 in size_splits, found {sizes}")
-        known = sum(s for s in sizes if s != -1)
-        if -1 in sizes:
-            sizes[sizes.index(-1)] = x.shape[a] - known
-        if sum(sizes) != x.shape[a] or min(sizes, default=0) < 0:
-            raise ValueError(f"size_splits {sizes} do not add up to dimension {a} of {x.shape}")
+        a, sizes = split_sizes(x.shape, size_splits, axis)
         return np.split(x, np.cumsum(sizes)[:-1], axis=a)

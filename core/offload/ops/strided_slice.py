@@ -7,9 +7,12 @@ and the ``offset`` flag (end is relative to begin) follow TFLite's strided_slice
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
 
@@ -53,58 +56,101 @@ def _clamp_index(value: int, size: int, stride: int) -> int:
     return min(max(value, 0), size) if stride > 0 else min(max(value, -1), size - 1)
 
 
+class _Masks(NamedTuple):
+    """The node's bit masks and ``offset`` flag, read once from its options."""
+
+    begin: int
+    end: int
+    ellipsis: int
+    new_axis: int
+    shrink: int
+    offset: bool
+
+    @classmethod
+    def of(cls, options: Any) -> _Masks:
+        get = options.get
+        return cls(
+            int(get("begin_mask", 0)),
+            int(get("end_mask", 0)),
+            int(get("ellipsis_mask", 0)),
+            int(get("new_axis_mask", 0)),
+            int(get("shrink_axis_mask", 0)),
+            bool(get("offset", False)),
+        )
+
+
+def strided_index(
+    shape: Shape, masks: _Masks, begin: np.ndarray, end: np.ndarray, strides: np.ndarray
+) -> tuple[list[int], list[slice | int]]:
+    """(effective shape, index): the input reshaped to the effective shape (new axes
+    inserted) and indexed by ``index`` gives the output."""
+    begins, ends, steps = int_list(begin), int_list(end), int_list(strides)
+    check_shape(
+        len(begins) == len(ends) == len(steps),
+        f"expected begin, end and strides of one length, found {begins}, {ends} and {steps}",
+    )
+    plan = _axis_plan(len(begins), len(shape), masks.ellipsis, masks.new_axis)
+    check_shape(
+        sum(p != _NEW for p in plan) == len(shape),
+        f"expected a slice spec that fits input shape {list(shape)}, found begin {begins}",
+    )
+    dims = iter(shape)
+    eff_shape = [1 if p == _NEW else next(dims) for p in plan]
+    index: list[slice | int] = []
+    for size, p in zip(eff_shape, plan):
+        if p in (_FULL, _NEW):
+            index.append(slice(None))
+            continue
+        assert isinstance(p, int)
+        stride = steps[p]
+        check_shape(stride != 0, f"expected non-zero strides, found {steps}")
+        start = _clamp_index(begins[p], size, stride)
+        if _bit(masks.begin, p):
+            start = 0 if stride > 0 else size - 1
+        if _bit(masks.shrink, p):
+            # An out-of-range begin is clamped, as in TFLite. Where TFLite then writes
+            # nothing (clamped past the end, or a negative stride) its output is
+            # uninitialised memory, so refuse instead.
+            check_shape(
+                0 <= start < size and stride > 0,
+                f"cannot shrink axis {p} at begin {begins[p]} with stride {stride} "
+                f"(size {size}): LiteRT leaves this output undefined",
+            )
+            index.append(start)
+            continue
+        stop = _clamp_index(ends[p] + (start if masks.offset else 0), size, stride)
+        if _bit(masks.end, p):
+            stop = size if stride > 0 else -1
+        if stride < 0 and start < 0:
+            index.append(slice(0, 0))  # nothing to take, and -1 would mean "last"
+        else:
+            index.append(slice(start, None if stop < 0 else stop, stride))
+    return eff_shape, index
+
+
 @register
 class StridedSlice(OpKernel):
     op = "STRIDED_SLICE"
     max_version = 8
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x = ctx.shape(0)
+        spec = [ctx.constant(i) for i in (1, 2, 3)]
+        if any(v is None for v in spec):
+            return [None]
+        eff_shape, index = strided_index(x, _Masks.of(ctx.options), *spec)
+        # A range sliced like the axis has exactly the length numpy gives that slice.
+        return [
+            tuple(len(range(size)[i]) for size, i in zip(eff_shape, index) if isinstance(i, slice))
+        ]
+
     def setup(self) -> None:
-        get = self.options.get
-        self.begin_mask = int(get("begin_mask", 0))
-        self.end_mask = int(get("end_mask", 0))
-        self.ellipsis_mask = int(get("ellipsis_mask", 0))
-        self.new_axis_mask = int(get("new_axis_mask", 0))
-        self.shrink_mask = int(get("shrink_axis_mask", 0))
-        self.offset = bool(get("offset", False))
+        self.masks = _Masks.of(self.options)
 
     def run(
         self, x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray
     ) -> np.ndarray:
-        begins, ends, steps = int_list(begin), int_list(end), int_list(strides)
-        plan = _axis_plan(len(begins), x.ndim, self.ellipsis_mask, self.new_axis_mask)
-        if sum(p != _NEW for p in plan) != x.ndim:
-            raise ValueError(f"the slice spec does not fit input shape {x.shape}")
-        shape = iter(x.shape)
-        eff_shape = [1 if p == _NEW else next(shape) for p in plan]
-        index: list[slice | int] = []
-        for size, p in zip(eff_shape, plan):
-            if p in (_FULL, _NEW):
-                index.append(slice(None))
-                continue
-            assert isinstance(p, int)
-            stride = steps[p]
-            if stride == 0:
-                raise ValueError(f"stride {p} is 0")
-            start = _clamp_index(begins[p], size, stride)
-            if _bit(self.begin_mask, p):
-                start = 0 if stride > 0 else size - 1
-            if _bit(self.shrink_mask, p):
-                # An out-of-range begin is clamped, as in TFLite. Where TFLite then writes
-                # nothing (clamped past the end, or a negative stride) its output is
-                # uninitialised memory, so refuse instead.
-                if not 0 <= start < size or stride < 0:
-                    raise IndexError(
-                        f"cannot shrink axis {p} at begin {begins[p]} with stride {stride} "
-                        f"(size {size}): LiteRT leaves this output undefined"
-                    )
-                index.append(start)
-                continue
-            stop = _clamp_index(ends[p] + (start if self.offset else 0), size, stride)
-            if _bit(self.end_mask, p):
-                stop = size if stride > 0 else -1
-            if stride < 0 and start < 0:
-                index.append(slice(0, 0))  # nothing to take, and -1 would mean "last"
-            else:
-                index.append(slice(start, None if stop < 0 else stop, stride))
+        eff_shape, index = strided_index(x.shape, self.masks, begin, end, strides)
         # Shrinking every axis yields a numpy scalar; the contract wants arrays.
         return np.asarray(x.reshape(eff_shape)[tuple(index)])

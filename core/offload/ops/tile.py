@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+
+
+def tile_multiples(rank: int, multiples: np.ndarray) -> list[int]:
+    """One non-negative repeat count per input dimension."""
+    reps = int_list(multiples)
+    check_shape(
+        len(reps) == rank and min(reps, default=0) >= 0,
+        f"expected {rank} non-negative multiples, found {reps}",
+    )
+    return reps
 
 
 @register
@@ -14,8 +26,12 @@ class Tile(OpKernel):
     op = "TILE"
     max_version = 3
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x, multiples = ctx.shape(0), ctx.constant(1)
+        if multiples is None:
+            return [None]
+        return [tuple(d * r for d, r in zip(x, tile_multiples(len(x), multiples)))]
+
     def run(self, x: np.ndarray, multiples: np.ndarray) -> np.ndarray:
-        reps = int_list(multiples)
-        if len(reps) != x.ndim or min(reps, default=0) < 0:
-            raise ValueError(f"expected {x.ndim} non-negative multiples, found {reps}")
-        return np.tile(x, reps)
+        return np.tile(x, tile_multiples(x.ndim, multiples))

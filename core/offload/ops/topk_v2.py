@@ -3,11 +3,28 @@ ties keep the lower index first and NaN ranks below every number, as in TFLite."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
-from offload.ops._shape import scalar_int
+from offload.ops._shape import check_one_value, scalar_int
+
+
+def _check_rank(shape: Shape) -> None:
+    check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+
+
+def top_count(shape: Shape, k: np.ndarray) -> int:
+    """How many values each row yields: k, where a negative k yields none (as in LiteRT)."""
+    _check_rank(shape)
+    check_one_value(k.shape, "k")
+    count = max(scalar_int(k), 0)
+    check_shape(
+        count <= shape[-1], f"expected k <= {shape[-1]} (the last dimension), found {count}"
+    )
+    return count
 
 
 @register
@@ -15,10 +32,17 @@ class TopKV2(OpKernel):
     op = "TOPK_V2"
     max_version = 3
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x, k = ctx.shape(0), ctx.constant(1)
+        if k is None:
+            _check_rank(x)
+            return [None, None]
+        shape = (*x[:-1], top_count(x, k))
+        return [shape, shape]
+
     def run(self, x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        count = max(scalar_int(k), 0)
-        if x.ndim < 1 or count > x.shape[-1]:
-            raise ValueError(f"k = {count} exceeds the last dimension of {x.shape}")
+        count = top_count(x.shape, np.asarray(k))
         # A stable ascending sort of the negated values: ties stay in index order, and NaN
         # (negated, still NaN) sorts last. Widen first so -(-128) cannot overflow.
         wide = x.astype(np.float64 if np.issubdtype(x.dtype, np.floating) else np.int64)

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list, normalize_axis
+
+
+def permutation(perm: np.ndarray, rank: int) -> list[int]:
+    """``perm`` with negative entries resolved; it must name every axis once."""
+    entries = int_list(perm)
+    axes = [normalize_axis(p, rank, "perm entry") for p in entries]
+    check_shape(
+        sorted(axes) == list(range(rank)),
+        f"expected a permutation of the {rank} axes, found {entries}",
+    )
+    return axes
 
 
 @register
@@ -14,8 +27,12 @@ class Transpose(OpKernel):
     op = "TRANSPOSE"
     max_version = 9
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x, perm = ctx.shape(0), ctx.constant(1)
+        if perm is None:
+            return [None]
+        return [tuple(x[a] for a in permutation(perm, len(x)))]
+
     def run(self, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
-        axes = [normalize_axis(p, x.ndim, "perm entry") for p in int_list(perm)]
-        if len(axes) != x.ndim:
-            raise ValueError(f"expected a perm of {x.ndim} entries, found {axes}")
-        return x.transpose(axes)
+        return x.transpose(permutation(perm, x.ndim))

@@ -7,10 +7,14 @@ then scatter-added tap by tap (col2im) and the padding cropped, as LiteRT's Tran
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     bias_is_wide,
     filter_scales,
@@ -24,12 +28,47 @@ from offload.ops._conv import (
     weight_value,
 )
 from offload.ops._registry import register
+from offload.ops._shape import int_list
+
+
+def _check_operands(x: Shape, f: Shape, bias: Shape | None, options: Any) -> None:
+    """TFLite's Prepare checks: NHWC input, OHWI filter with the input's channels, one bias
+    per output channel, positive strides."""
+    check_shape(
+        len(x) == 4 and len(f) == 4,
+        f"expected a 4-D input and a 4-D filter, found {list(x)} and {list(f)}",
+    )
+    check_shape(x[3] == f[3], f"expected a filter of {x[3]} input channels, found {list(f)}")
+    check_shape(
+        bias is None or math.prod(bias) == f[0],
+        f"expected a bias of {f[0]} values, found shape {list(bias or ())}",
+    )
+    strides = [options.get("stride_h", 1), options.get("stride_w", 1)]
+    check_shape(min(strides) >= 1, f"expected positive strides, found {strides}")
+
+
+def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
+    """The output shape the first input asks for; its batch and channels must be those the
+    kernel writes (the input's batch, the filter's output channels)."""
+    dims = int_list(output_shape)
+    check_shape(
+        len(dims) == 4 and min(dims) >= 0 and dims[0] == x[0] and dims[3] == f[0],
+        f"expected an output_shape [{x[0]}, height, width, {f[0]}], found {dims}",
+    )
+    return (dims[0], dims[1], dims[2], dims[3])
 
 
 @register
 class TransposeConv(OpKernel):
     op = "TRANSPOSE_CONV"
     max_version = 5
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x, f = ctx.shape(2), ctx.shape(1)
+        _check_operands(x, f, ctx.shapes[3] if ctx.has(3) else None, ctx.options)
+        output_shape = ctx.constant(0)
+        return [None if output_shape is None else transposed_shape(output_shape, x, f)]
 
     def setup(self) -> None:
         opts = self.options
@@ -66,21 +105,25 @@ class TransposeConv(OpKernel):
         n, h, w, kh, kw, o = cols.shape
         sh, sw = self.stride
         g = geometry(self.padding, out_hw, self.kernel_hw, self.stride)
-        full_h = max((h - 1) * sh + kh, g.pad_top + out_hw[0])
-        full_w = max((w - 1) * sw + kw, g.pad_left + out_hw[1])
-        buf = np.zeros((n, full_h, full_w, o), cols.dtype)
+        # Only rows and columns before the crop's far edge are kept: sizing the buffer by the
+        # whole scatter would let a huge stride in a tiny model allocate gigabytes.
+        end_h, end_w = g.pad_top + out_hw[0], g.pad_left + out_hw[1]
+        buf = np.zeros((n, end_h, end_w, o), cols.dtype)
         for ky in range(kh):
+            ys = range(ky, end_h, sh)[:h]  # the rows input rows land on, inside the buffer
             for kx in range(kw):
-                buf[:, ky : ky + (h - 1) * sh + 1 : sh, kx : kx + (w - 1) * sw + 1 : sw] += cols[
-                    :, :, :, ky, kx
+                xs = range(kx, end_w, sw)[:w]
+                buf[:, ys.start : ys.stop : sh, xs.start : xs.stop : sw] += cols[
+                    :, : len(ys), : len(xs), ky, kx
                 ]
-        return buf[:, g.pad_top : g.pad_top + out_hw[0], g.pad_left : g.pad_left + out_hw[1]]
+        return buf[:, g.pad_top :, g.pad_left :]
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         out_shape, f, x = inputs[0], inputs[1], inputs[2]
         bias = inputs[3] if len(inputs) > 3 else None
         w = self.w if self.w is not None else self._gemm_weights(f)
-        out_hw = (int(out_shape[1]), int(out_shape[2]))
+        _, out_h, out_w, _ = transposed_shape(out_shape, x.shape, f.shape)
+        out_hw = (out_h, out_w)
         n, h, wd, c = x.shape
         kh, kw = self.kernel_hw
         if self.kind == "float":

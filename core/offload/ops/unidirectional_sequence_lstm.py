@@ -4,9 +4,12 @@ int8 activations and an int16 cell state (``_lstm_integer.py``)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import CELL_STATE, OUTPUT_STATE, LstmCell, LstmKernelMixin
 from offload.ops._lstm_integer import IntegerLstmCell
 from offload.ops._registry import register
@@ -26,6 +29,41 @@ def _scan(cell, seq: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple:
 class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
     op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
     max_version = 4
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x = ctx.shape(0)
+        time_major = bool(ctx.options.get("time_major", False))
+        layout = "[time, batch, input]" if time_major else "[batch, time, input]"
+        check_shape(
+            len(x) in (2, 3),
+            f"expected an input of shape {layout} or [time, input], found {list(x)}",
+        )
+        n_batch = 1 if len(x) == 2 else x[1] if time_major else x[0]
+        # TFLite reads the sizes off the output gate's weights: [n_cell, n_input] and
+        # [n_cell, n_output] (n_output is the projection's size when there is one).
+        to_output, recurrent = ctx.shape(4), ctx.shape(8)
+        check_shape(
+            len(to_output) == 2 and to_output[1] == x[-1],
+            f"expected input-to-output weights of shape [n_cell, {x[-1]}], found {list(to_output)}",
+        )
+        n_cell = to_output[0]
+        check_shape(
+            len(recurrent) == 2 and recurrent[0] == n_cell,
+            f"expected recurrent-to-output weights of shape [{n_cell}, n_output], found "
+            f"{list(recurrent)}",
+        )
+        n_output = recurrent[1]
+        for what, position, width in (
+            ("output", OUTPUT_STATE, n_output),
+            ("cell", CELL_STATE, n_cell),
+        ):
+            found = ctx.shape(position)
+            check_shape(
+                math.prod(found) == n_batch * width,
+                f"expected a {what} state of {n_batch} x {width} values, found shape {list(found)}",
+            )
+        return [(*x[:-1], n_output)]
 
     def setup(self) -> None:
         self.time_major = bool(self.options.get("time_major", False))

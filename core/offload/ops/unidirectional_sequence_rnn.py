@@ -3,17 +3,29 @@ batch-major [B, T, I]); hidden state (input 4) updated in place."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import RnnKernelMixin
 from offload.ops._registry import register
+from offload.ops.rnn import rnn_units
 
 
 @register
 class UnidirectionalSequenceRnn(RnnKernelMixin, OpKernel):
     op = "UNIDIRECTIONAL_SEQUENCE_RNN"
     max_version = 3
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        x = ctx.shape(0)
+        time_major = bool(ctx.options.get("time_major", False))
+        layout = "[time, batch, input]" if time_major else "[batch, time, input]"
+        check_shape(len(x) == 3, f"expected an input of shape {layout}, found {list(x)}")
+        n_batch = x[1] if time_major else x[0]
+        return [(x[0], x[1], rnn_units(ctx, n_batch, x[2]))]
 
     def setup(self) -> None:
         self.time_major = bool(self.options.get("time_major", False))

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
-from offload.ops._base import OpKernel
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis
+
+
+def unpack_axis(shape: Shape, options: Any, count: int) -> int:
+    """The (non-negative) axis to unpack, whose dimension must be the ``count`` outputs."""
+    axis = normalize_axis(int(options.get("axis", 0)), len(shape))
+    check_shape(
+        shape[axis] == count,
+        f"expected dimension {axis} of size {count} (num), found shape {list(shape)}",
+    )
+    return axis
 
 
 @register
@@ -14,11 +27,16 @@ class Unpack(OpKernel):
     op = "UNPACK"
     max_version = 6
 
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        count = len(ctx.node.outputs)
+        num = int(ctx.options.get("num", 0))
+        check_shape(num == count, f"expected num={num} outputs, found {count}")
+        x = ctx.shape(0)
+        axis = unpack_axis(x, ctx.options, count)
+        return [(*x[:axis], *x[axis + 1 :])] * count
+
     def run(self, x: np.ndarray) -> list[np.ndarray]:
-        axis = normalize_axis(int(self.options.get("axis", 0)), x.ndim)
-        if x.shape[axis] != len(self.outputs):
-            raise ValueError(
-                f"expected dimension {axis} of size {len(self.outputs)} (num), found {x.shape}"
-            )
+        axis = unpack_axis(x.shape, self.options, len(self.outputs))
         lead = (slice(None),) * axis
         return [np.asarray(x[lead + (i,)]) for i in range(x.shape[axis])]

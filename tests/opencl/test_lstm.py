@@ -239,9 +239,11 @@ def test_unsupported_basic_lstm_stays_on_cpu(kwargs: dict, reason: str) -> None:
     """A BASIC LSTM outside LiteRT's GPU limits is left to the CPU with a reason naming what
     was expected and what was found."""
     content = basic_lstm(2, 3, 4, **kwargs)
-    plan = offload.Interpreter(model_content=content, delegates=["gpu_opencl"]).plan()
-    assert plan.nodes_of("gpu_opencl") == []
-    assert reason in plan.node_reasons["gpu_opencl"][0]
+    # Asked of the delegate itself: the core refuses some of these models at planning
+    # (a FULL kernel needs 20 inputs) before any delegate is consulted.
+    subgraph = offload.load_model(model_content=content).main
+    found = offload.load_delegate("gpu_opencl").is_node_supported(subgraph.nodes[0], subgraph)
+    assert found is not None and reason in found
 
 
 def test_lstm_declaration_follows_litert() -> None:

@@ -1,129 +1,91 @@
 """The serialization cache: compiled program binaries and pre-transformed constants on disk.
 
-Every entry is one file: a magic line, a one-line JSON header, then the payload. The header
-carries the entry's key, the device, driver and plugin version it was made for, and the
-payload's size and sha256. A reader checks all of them; an entry that fails any check is
-corrupt or stale, is deleted and rebuilt by the caller (never a crash, never a wrong result).
-Writers write a temporary file in the same directory and ``os.replace`` it into place, so a
-reader (or a concurrent writer) never sees half an entry. The directory is created 0700.
+The file-system rules live in :mod:`offload.cache`, which every delegate shares. It refuses a
+symlinked, foreign or group-writable directory, reads only regular files up to a limit per
+kind, seals every entry with an HMAC and writes atomically. This module adds what is
+gpu_opencl's own:
+
+- each entry's context: device, driver and plugin version, plus the partition's content hash.
+  The user's ``model_token`` only *names* entries; the content hash guards them, so reusing a
+  token for a model with other weights rebuilds the entries instead of loading stale ones.
+- the size limit of each kind.
+- what a constants payload must be once decoded: an ``.npz`` of float32 arrays (what
+  ``Lowering`` makes), read without pickles. The names must also be exactly those the lowering
+  asks for, which the kernel checks (_kernel).
+
+``serialization_dir`` is always the user's explicit choice, so a refused directory raises
+:class:`offload.errors.CacheError` rather than quietly running without a cache.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import os
-import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SerializationCache", "MAGIC"]
+from offload.cache import CacheDir, EntryStore
 
-MAGIC = b"OFFLOAD-GPU-OPENCL-CACHE 1\n"
+__all__ = ["SerializationCache", "LIMITS"]
+
+# The largest entry of each kind. PoCL's binary of the whole program is ~1.2 MB. Constants are
+# float32 copies of a partition's weights (int8 weights grow 4x), and a .tflite file stays
+# under 2 GiB.
+LIMITS = {"clbin": 256 << 20, "npz": 8 << 30}
 
 
 class SerializationCache:
-    """Entries for one (device, driver, plugin version) under ``directory``."""
+    """Entries of one partition on one (device, driver, plugin version) under ``directory``."""
 
-    def __init__(self, directory: str | os.PathLike[str], identity: dict[str, str]) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], identity: dict[str, str], content: str = ""
+    ) -> None:
         self.directory = Path(directory)
         self.identity = dict(identity)
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.directory, 0o700)
+        cache_dir = CacheDir.open(self.directory)
+        cache_dir.key()  # a refused key file refuses the cache now, not halfway through init
+        self.entries = EntryStore(
+            cache_dir,
+            namespace="gpu_opencl",
+            context={**self.identity, "content": content},
+            limits=LIMITS,
+        )
 
     def path(self, key: str, kind: str) -> Path:
-        digest = hashlib.sha256(key.encode()).hexdigest()[:40]
-        return self.directory / f"{digest}.{kind}"
+        return self.entries.path(key, kind)
 
     # -- raw entries -------------------------------------------------------------------------
 
     def load(self, key: str, kind: str) -> bytes | None:
-        """The payload stored under (key, kind), or None if absent, corrupt or stale."""
-        path = self.path(key, kind)
-        try:
-            blob = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            warnings.warn(f"gpu_opencl cache: cannot read {path}: {exc}", stacklevel=3)
-            return None
-        problem = None
-        payload = b""
-        if not blob.startswith(MAGIC):
-            problem = "bad magic line"
-        else:
-            head_end = blob.find(b"\n", len(MAGIC))
-            try:
-                header = json.loads(blob[len(MAGIC) : head_end])
-            except (ValueError, UnicodeDecodeError):
-                header = None
-            if head_end < 0 or not isinstance(header, dict):
-                problem = "unreadable header"
-            else:
-                payload = blob[head_end + 1 :]
-                if header.get("key") != key or header.get("kind") != kind:
-                    problem = "entry belongs to another key"
-                elif any(header.get(k) != v for k, v in self.identity.items()):
-                    problem = "stale entry (device, driver or plugin version changed)"
-                elif header.get("size") != len(payload):
-                    problem = f"truncated payload ({len(payload)} of {header.get('size')} bytes)"
-                elif header.get("sha256") != hashlib.sha256(payload).hexdigest():
-                    problem = "checksum mismatch"
-        if problem:
-            self.discard(key, kind, problem)
-            return None
-        return payload
+        """The payload stored under (key, kind); None if absent, rejected or stale."""
+        return self.entries.load(key, kind)
 
     def store(self, key: str, kind: str, payload: bytes) -> None:
-        """Write an entry atomically (temporary file in the same directory, then replace)."""
-        header = {
-            "key": key,
-            "kind": kind,
-            **self.identity,
-            "size": len(payload),
-            "sha256": hashlib.sha256(payload).hexdigest(),
-        }
-        path = self.path(key, kind)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=f".{kind}")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC)
-                f.write(json.dumps(header, sort_keys=True).encode() + b"\n")
-                f.write(payload)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except OSError as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            warnings.warn(f"gpu_opencl cache: cannot write {path}: {exc}", stacklevel=3)
+        self.entries.store(key, kind, payload)
 
     def discard(self, key: str, kind: str, why: str) -> None:
-        path = self.path(key, kind)
-        warnings.warn(f"gpu_opencl cache: discarding {path.name}: {why}; rebuilding", stacklevel=4)
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        self.entries.discard(key, kind, why)
 
     # -- typed entries -----------------------------------------------------------------------
 
     def load_arrays(self, key: str) -> dict[str, np.ndarray] | None:
+        """Float32 arrays by name; None (the entry discarded) if the payload is not that."""
         payload = self.load(key, "npz")
         if payload is None:
             return None
         try:
             with np.load(io.BytesIO(payload), allow_pickle=False) as data:
-                return {name: data[name] for name in data.files}
-        except Exception as exc:  # a payload that passed its checksum but is not an npz
+                arrays = {name: data[name] for name in data.files}
+        except Exception as exc:  # an entry that passed its HMAC but is not an npz
             self.discard(key, "npz", f"unreadable array archive ({type(exc).__name__})")
             return None
+        for name, arr in arrays.items():
+            if arr.dtype != np.float32:
+                self.discard(key, "npz", f"constant {name!r} is {arr.dtype}, not float32")
+                return None
+        return arrays
 
     def store_arrays(self, key: str, arrays: dict[str, Any]) -> None:
         buf = io.BytesIO()

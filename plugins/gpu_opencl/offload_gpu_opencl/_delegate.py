@@ -10,7 +10,7 @@ from offload.errors import TensorShapeError
 from offload.ops._lstm_basic import check_shapes
 from offload_gpu_opencl._device import probe
 from offload_gpu_opencl._kernel import GpuKernel
-from offload_gpu_opencl._lower import densify_reason, foldable
+from offload_gpu_opencl._lower import densify_reason, foldable, shape_reason
 
 __all__ = ["GpuOpenCLDelegate", "GpuOpenCLOptions", "capabilities"]
 
@@ -213,39 +213,14 @@ class GpuOpenCLDelegate(Delegate):
                         return f"INT4 {what} are not supported"
                     if not foldable(subgraph, node.inputs[pos]):
                         return f"{what} (input {pos}) must be constant, found a runtime tensor"
-        if op in (
-            "CONV_2D",
-            "DEPTHWISE_CONV_2D",
-            "TRANSPOSE_CONV",
-            "RESIZE_BILINEAR",
-            "MAX_POOL_2D",
-            "AVERAGE_POOL_2D",
-        ):
-            x = tensors[node.inputs[2 if op == "TRANSPOSE_CONV" else 0]]
-            if len(x.shape) != 4:
-                return f"input must be 4-D NHWC, found rank {len(x.shape)}"
-            if op == "CONV_2D" and tensors[node.inputs[1]].shape[3] != x.shape[3]:
-                return "grouped convolution (weights depth != input channels) is not supported"
-            if op == "DEPTHWISE_CONV_2D" and tensors[node.inputs[1]].shape[3] % x.shape[3]:
-                return "output channels must be a multiple of input channels"
+        # The op's shape rule: omitted inputs, strides, windows, weight shapes, broadcasts,
+        # slice ranges. What it refuses stays on the CPU reference, which raises its own
+        # error where the model is invalid rather than merely beyond these kernels.
+        reason = shape_reason(node, subgraph)
+        if reason is not None:
+            return reason
         if op == "FULLY_CONNECTED" and node.options.get("weights_format", 0) not in (0, "DEFAULT"):
             return f"weights_format {node.options.weights_format} is not supported"
-        if op in ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "PRELU", "LOGICAL_AND"):
-            if len(node.inputs) != 2:
-                return f"expected exactly 2 inputs, found {len(node.inputs)}"
-            shapes = [tensors[i].shape for i in node.inputs]
-            try:
-                out = np.broadcast_shapes(*shapes)
-            except ValueError:
-                return f"inputs {shapes} do not broadcast"
-            if len(out) > 4:
-                return f"broadcast result has rank {len(out)}, at most 4 supported"
-        if op == "STRIDED_SLICE":
-            o = node.options
-            if o.get("ellipsis_mask", 0) or o.get("new_axis_mask", 0) or o.get("offset", False):
-                return "ellipsis_mask, new_axis_mask and offset are not supported"
-            if np.any(np.asarray(tensors[node.inputs[3]].constant_value()) == 0):
-                return "strides must be non-zero"
         if op == "DENSIFY":
             src = tensors[node.inputs[0]]
             if not src.is_constant:

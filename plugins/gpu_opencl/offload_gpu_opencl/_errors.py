@@ -1,4 +1,8 @@
-"""OpenCL failures as offload errors: status codes are named in one function, :func:`check`."""
+"""OpenCL failures as offload errors: status codes are named in one function, :func:`check`.
+
+:class:`ShapeCheckError` is the other kind of failure: a model whose shapes the lowering
+cannot vouch for, found before any buffer is sized or kernel launched from them.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import pyopencl as cl
 
 from offload.errors import DelegateError
 
-__all__ = ["GpuOpenCLError", "KernelBuildError", "status_name", "check"]
+__all__ = ["GpuOpenCLError", "KernelBuildError", "ShapeCheckError", "status_name", "check"]
 
 T = TypeVar("T")
 
@@ -102,6 +106,17 @@ class KernelBuildError(GpuOpenCLError):
         )
         self.kernel = kernel
         self.log = log
+
+
+class ShapeCheckError(GpuOpenCLError):
+    """A node's shapes or parameters do not add up, or a launch would reach past a buffer.
+
+    On PoCL device memory is the host heap, so a kernel sized from a shape nobody checked
+    corrupts the process instead of failing. The lowering computes every node's output shape
+    from its inputs and options and every kernel's index range from its arguments, and raises
+    this at init when the model disagrees; the core then runs the partition on the CPU (or
+    raises DelegateError in strict mode).
+    """
 
 
 def status_name(code: int | None) -> str:

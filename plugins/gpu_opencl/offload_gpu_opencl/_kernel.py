@@ -5,12 +5,15 @@ one in-order queue without waiting, then waits once: one host sync per invoke. I
 never leave the device; buffers are shared between tensors whose lifetimes do not overlap.
 Partition inputs that a launch overwrites (a BASIC LSTM's previous activation and state) are
 read back into the caller's arrays in the same sync, as the CPU kernel updates them in place.
+
+Sizes are never taken on trust: the lowering has checked every shape and every launch's reach
+(_lower), buffer sizes are held to the device's limits before any is allocated, and each
+invoke checks that its inputs hold the element counts the buffers were made for.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,15 +25,21 @@ from offload.ops._quant import dequantize, quantize
 from offload_gpu_opencl._cache import SerializationCache
 from offload_gpu_opencl._device import build_program, open_device, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
-from offload_gpu_opencl._lower import Launch, Lowering, Ref, foldable, folded_value
+from offload_gpu_opencl._lower import (
+    SLACK,
+    Launch,
+    Lowering,
+    Ref,
+    elements,
+    foldable,
+    folded_value,
+)
 from offload_gpu_opencl._source import source_hash
 
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
 
 __all__ = ["GpuKernel", "partition_fingerprint"]
-
-_SLACK = 16  # elements past the end of every buffer, so 8-wide loads stay inside it
 
 
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
@@ -104,21 +113,37 @@ class GpuKernel(DelegateKernel):
         self.param_dtype = np.dtype(np.float32) if plain_half else self.store_dtype
 
         identity = {"device": handle.name, "driver": handle.driver, "plugin_version": self.version}
+        # model_token names the entries; the content hash guards them (it is in every entry's
+        # context), so a token reused for a model with other weights never loads stale ones.
+        content = ""
+        if opts.serialization_dir or not opts.model_token:
+            content = partition_fingerprint(subgraph, partition)
         self.cache = cache = (
-            SerializationCache(opts.serialization_dir, identity) if opts.serialization_dir else None
+            SerializationCache(opts.serialization_dir, identity, content)
+            if opts.serialization_dir
+            else None
         )
         if opts.model_token:
             where = f"p{partition.index}:{partition.nodes[0]}:{len(partition.nodes)}"
             token = f"{opts.model_token}|{where}"
         else:
-            token = partition_fingerprint(subgraph, partition)
+            token = content
         self.key = hashlib.sha256("|".join((token, *identity.values())).encode()).hexdigest()
 
         # The constants' layouts are what the kernels expect: key them by the kernel source too,
         # so a plugin whose kernels changed never reads constants laid out for the old ones.
         consts_key = f"{self.key}:consts:{source_hash('')}"
         cached = cache.load_arrays(consts_key) if cache else None
-        lowering = Lowering(subgraph, partition, cached=dict(cached or {}))
+        try:
+            lowering = Lowering(subgraph, partition, cached=dict(cached or {}))
+        except GpuOpenCLError as exc:
+            if cache is None or not cached:
+                raise
+            # Lowering checks every launch's reach against the buffers it is given, cached
+            # constants included: constants that do not fit are dropped and made again.
+            cache.discard(consts_key, "npz", f"the cached constants do not fit ({exc})")
+            cached = None
+            lowering = Lowering(subgraph, partition)
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
             cache.store_arrays(consts_key, lowering.consts)
@@ -137,17 +162,6 @@ class GpuKernel(DelegateKernel):
         launches = lw.launches
         end = len(launches)
 
-        # Constants in storage precision, padded with slack.
-        mf = cl.mem_flags
-        self.constants: dict[str, cl.Buffer] = {}
-        for name, arr in lw.consts.items():
-            dtype = self.param_dtype if name in lw.params else self.store_dtype
-            data = np.zeros(arr.size + _SLACK, dtype)
-            data[: arr.size] = arr.ravel()
-            self.constants[name] = check(
-                "clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
-            )
-
         # Lifetimes of runtime storages (alias roots), in launch positions.
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -156,20 +170,22 @@ class GpuKernel(DelegateKernel):
             first[t] = min(first.get(t, pos), pos)
             last[t] = max(last.get(t, pos), pos)
 
-        self.inputs: list[tuple[int | None, Callable[[np.ndarray], np.ndarray]]] = []
+        # (storage or None for a folded input, host conversion, elements the storage holds)
+        self.inputs: list[tuple[int | None, Callable[[np.ndarray], np.ndarray], int]] = []
         # Inputs a launch overwrites (a BASIC LSTM's state): (position, storage, elements),
         # read back into the caller's array after each invoke, as the CPU kernel writes it.
         self.writebacks: list[tuple[int, int, int]] = []
         for pos, t in enumerate(part.inputs):
+            count = elements(sg.tensors[t].shape)
             if foldable(sg, t, producers):
-                self.inputs.append((None, _to_float(sg.tensors[t])))
+                self.inputs.append((None, _to_float(sg.tensors[t]), count))
                 continue
             root = lw.root(t)
             touch(root, -1)
-            self.inputs.append((root, _to_float(sg.tensors[t])))
+            self.inputs.append((root, _to_float(sg.tensors[t]), count))
             if root in lw.writebacks:
                 touch(root, end)
-                self.writebacks.append((pos, root, math.prod(sg.tensors[t].shape)))
+                self.writebacks.append((pos, root, count))
         for pos, launch in enumerate(launches):
             for ref in launch.buffers:
                 if ref.kind == "t":
@@ -183,32 +199,51 @@ class GpuKernel(DelegateKernel):
                 continue
             root = lw.root(t)
             touch(root, end)
-            self.outputs.append(("device", root, convert, math.prod(tensor.shape)))
+            self.outputs.append(("device", root, convert, elements(tensor.shape)))
 
-        # Greedy best-fit reuse by lifetime.
-        sizes = {t: math.prod(sg.tensors[t].shape) for t in first}
+        # Greedy best-fit reuse by lifetime, planned as slot sizes first: every byte count is
+        # checked against the device before anything is allocated.
+        sizes = {t: elements(sg.tensors[t].shape) for t in first}
         order = sorted(first, key=lambda t: (first[t], t))
-        free: list[cl.Buffer] = []
-        held: dict[int, cl.Buffer] = {}
-        self.buffers: dict[int, cl.Buffer] = {}
-        nbytes_total = 0
+        slots: list[int] = []  # bytes of each runtime buffer
+        free: list[int] = []
+        held: dict[int, int] = {}
+        slot_of: dict[int, int] = {}
         pending_release = sorted(first, key=lambda t: last[t])
         for t in order:
             while pending_release and last[pending_release[0]] < first[t]:
                 done = pending_release.pop(0)
                 if done in held:
                     free.append(held.pop(done))
-            need = (sizes[t] + _SLACK) * itemsize
-            fits = [b for b in free if b.size >= need]
+            need = (sizes[t] + SLACK) * itemsize
+            fits = [s for s in free if slots[s] >= need]
             if fits:
-                buf = min(fits, key=lambda b: b.size)
-                free.remove(buf)
+                slot = min(fits, key=lambda s: slots[s])
+                free.remove(slot)
             else:
-                buf = check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need)
-                nbytes_total += need
-            held[t] = buf
-            self.buffers[t] = buf
-        self.stats["device_bytes"] = nbytes_total
+                slot = len(slots)
+                slots.append(need)
+            held[t] = slot_of[t] = slot
+        const_bytes = {
+            name: (arr.size + SLACK)
+            * (self.param_dtype if name in lw.params else self.store_dtype).itemsize
+            for name, arr in lw.consts.items()
+        }
+        self._check_device_memory(slots, const_bytes)
+
+        # Constants in storage precision, padded with slack.
+        mf = cl.mem_flags
+        self.constants: dict[str, cl.Buffer] = {}
+        for name, arr in lw.consts.items():
+            dtype = self.param_dtype if name in lw.params else self.store_dtype
+            data = np.zeros(arr.size + SLACK, dtype)
+            data[: arr.size] = arr.ravel()
+            self.constants[name] = check(
+                "clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
+            )
+        made = [check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need) for need in slots]
+        self.buffers: dict[int, cl.Buffer] = {t: made[slot] for t, slot in slot_of.items()}
+        self.stats["device_bytes"] = sum(slots)
         self.stats["launches"] = end
 
         def resolve(a: Ref | np.generic) -> Any:
@@ -221,6 +256,23 @@ class GpuKernel(DelegateKernel):
         for launch in launches:
             kernel = self._make_kernel(launch, resolve)
             self.calls.append((kernel, launch.global_size, launch.local_size))
+
+    def _check_device_memory(self, slots: list[int], const_bytes: dict[str, int]) -> None:
+        """Refuse buffers the device cannot hold, before allocating any: a driver that does
+        not check (PoCL hands out host memory) would fail later, or worse."""
+        device = self.handle.device
+        most, total = int(device.max_mem_alloc_size), int(device.global_mem_size)
+        sizes = [*slots, *const_bytes.values()]
+        if sizes and max(sizes) > most:
+            raise GpuOpenCLError(
+                f"a buffer of this partition needs {max(sizes):,} bytes, more than the "
+                f"{most:,} one allocation may take on {self.handle.name}"
+            )
+        if sum(sizes) > total:
+            raise GpuOpenCLError(
+                f"this partition needs {sum(sizes):,} bytes of device memory, more than the "
+                f"{total:,} of {self.handle.name}"
+            )
 
     def _make_kernel(self, launch: Launch, resolve: Callable[[Any], Any]) -> cl.Kernel:
         kernel = check(f"clCreateKernel({launch.kernel})", cl.Kernel, self.program, launch.kernel)
@@ -255,10 +307,15 @@ class GpuKernel(DelegateKernel):
         queue = self.handle.queue
         store = self.store_dtype
         keep = []
-        for (root, convert), value in zip(self.inputs, inputs):
+        for (root, convert, count), value in zip(self.inputs, inputs):
             if root is None:
                 continue
             host = np.ascontiguousarray(convert(value), dtype=store)
+            if host.size != count:  # the copy would run past the storage (or leave it short)
+                raise GpuOpenCLError(
+                    f"a partition input holds {host.size} values; gpu_opencl built the "
+                    f"partition for {count}"
+                )
             keep.append(host)
             cl.enqueue_copy(queue, self.buffers[root], host, is_blocking=False)
         for kernel, global_size, local_size in self.calls:

@@ -9,13 +9,14 @@ sum stays far below 2**53, so the result is exact and BLAS-fast, unlike numpy's 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from offload.ops._base import check_shape
+from offload.ops._base import ShapeContext, check_shape
 from offload.ops._quant import (
     activation_range_quantized,
     dtype_range,
@@ -344,3 +345,13 @@ def filter_scales(t: Tensor, channels: int) -> np.ndarray:
     if q is None:
         raise ValueError(f"expected quantization parameters on filter tensor {t.index}")
     return np.broadcast_to(q.scale.astype(np.float32), (channels,)).copy()
+
+
+def check_bias(ctx: ShapeContext, out_channels: int) -> None:
+    """A conv's optional bias (input 2) must hold one value per output channel."""
+    if ctx.has(2):
+        bias = math.prod(ctx.shape(2))
+        check_shape(
+            bias == out_channels,
+            f"expected {out_channels} bias values (one per out-channel), found {bias}",
+        )

@@ -6,7 +6,6 @@ once in setup; runtime filters (float16 models dequantize them on the fly) on ev
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from offload.ops._conv import (
     Geometry,
     Rounding,
     bias_is_wide,
+    check_bias,
     filter_scales,
     filter_zero_point,
     finish_quantized,
@@ -74,11 +74,7 @@ class Conv2D(OpKernel):
         stride, dilation, padding, _ = window_options(ctx.options)
         f = ctx.shape(1)
         _, shape = conv_shape(ctx.shape(0), f, padding, stride, dilation)
-        if ctx.has(2):
-            bias = math.prod(ctx.shape(2))
-            check_shape(
-                bias == f[0], f"expected {f[0]} bias values (one per out-channel), found {bias}"
-            )
+        check_bias(ctx, f[0])
         return [shape]
 
     def setup(self) -> None:

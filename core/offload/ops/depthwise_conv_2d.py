@@ -9,7 +9,6 @@ on per-shape buffers laid out so that each tap is a few long contiguous passes; 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +18,7 @@ from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     Geometry,
+    check_bias,
     filter_scales,
     filter_zero_point,
     finish_quantized,
@@ -87,11 +87,7 @@ class DepthwiseConv2D(OpKernel):
         stride, dilation, padding, _ = window_options(ctx.options)
         f = ctx.shape(1)
         _, shape = depthwise_shape(ctx.shape(0), f, padding, stride, dilation)
-        if ctx.has(2):
-            bias = math.prod(ctx.shape(2))
-            check_shape(
-                bias == f[3], f"expected {f[3]} bias values (one per out-channel), found {bias}"
-            )
+        check_bias(ctx, f[3])
         return [shape]
 
     def setup(self) -> None:

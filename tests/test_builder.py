@@ -356,4 +356,44 @@ def test_tensor_type_options_take_dtypes() -> None:
     b.add_operator("ARG_MAX", [x, axis], [y], {"output_type": np.int64})
     b.add_output(y)
     node = offload.load_model(model_content=b.build()).main.nodes[0]
-    assert node.options.output_type == tflite.TensorType.INT64
+    assert node.options.output_type == "INT64"
+
+
+def _one_op_model(op: str, options: dict[str, object]) -> offload.Node:
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 4))
+    y = b.add_tensor("y", shape=(1, 4))
+    b.add_operator(op, [x], [y], options)
+    b.add_output(y)
+    return offload.load_model(model_content=b.build()).main.nodes[0]
+
+
+@pytest.mark.parametrize(
+    ("op", "field", "name"),
+    [
+        ("FULLY_CONNECTED", "weights_format", "SHUFFLED4x16INT8"),
+        ("FULLY_CONNECTED", "quantized_bias_type", "INT32"),
+        ("LSH_PROJECTION", "type", "DENSE"),
+        ("EMBEDDING_LOOKUP_SPARSE", "combiner", "SQRTN"),
+        ("LSTM", "kernel_type", "BASIC"),
+        ("CAST", "out_data_type", "INT16"),
+        ("HASHTABLE", "key_dtype", "STRING"),
+    ],
+)
+def test_every_enum_field_takes_a_name_and_reads_back_as_one(
+    op: str, field: str, name: str
+) -> None:
+    """Enum option fields beyond padding and activations are written and read by name."""
+    assert _one_op_model(op, {field: name}).options[field] == name
+
+
+def test_unset_enum_fields_read_as_their_default_names() -> None:
+    """A field left out reads as the name of the schema's default (weights_format DEFAULT)."""
+    options = _one_op_model("FULLY_CONNECTED", {}).options
+    assert options.weights_format == "DEFAULT" and options.fused_activation_function == "NONE"
+
+
+def test_enum_fields_still_take_numbers() -> None:
+    """Enum fields accept the stored number too, for values newer than the schema's names."""
+    node = _one_op_model("MIRROR_PAD", {"mode": tflite.MirrorPadMode.SYMMETRIC})
+    assert node.options.mode == "SYMMETRIC"

@@ -48,6 +48,32 @@ def test_options_are_typed_fields() -> None:
     assert conv.options.dilation_w_factor >= 1
 
 
+def test_every_enum_option_is_a_name() -> None:
+    """FULLY_CONNECTED's weights_format and quantized_bias_type read as names, not numbers."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 4))
+    w = b.add_constant("w", np.ones((2, 4), np.float32))
+    y = b.add_tensor("y", shape=(1, 2))
+    b.add_operator("FULLY_CONNECTED", [x, w, -1], [y])
+    b.add_output(y)
+    options = offload.load_model(model_content=b.build()).main.nodes[0].options
+    assert (options.weights_format, options.quantized_bias_type) == ("DEFAULT", "FLOAT32")
+
+
+def test_unknown_enum_numbers_stay_numbers() -> None:
+    """An enum value the schema has no name for (a newer converter's) is kept as its number."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 4))
+    y = b.add_tensor("y", shape=(1, 4))
+    b.add_operator("MIRROR_PAD", [x], [y], {"mode": 9})
+    b.add_output(y)
+    assert offload.load_model(model_content=b.build()).main.nodes[0].options.mode == 9
+
+
 def test_empty_and_garbage_bytes_are_rejected(tmp_path: Path) -> None:
     """Non-flatbuffer input raises ModelLoadError saying what was expected and found."""
     with pytest.raises(ModelLoadError, match="at least 8 bytes"):

@@ -87,10 +87,17 @@ class Tensor:
 
 
 class OpOptions(Mapping[str, Any]):
-    """An op's builtin options, read once from the flatbuffer into snake_case fields.
+    """An op's builtin options (``node.options``), read once from the flatbuffer.
 
-    Read as attributes (``node.options.stride_w``) or as a mapping. Enums are kept as the
-    names TFLite uses (``padding == "SAME"``, ``fused_activation_function == "RELU6"``).
+    Read a field as an attribute (``node.options.stride_w``) or as a mapping
+    (``node.options["stride_w"]``, ``.get()``); ``type_name`` is the schema's table name
+    (``Conv2DOptions``, ``NoOptions`` for an op without options). Every field of the table is
+    present under its snake_case name, with the schema's default where the file omits it.
+    Integers, floats and booleans are Python scalars and vectors are tuples. Every enum is the
+    name TFLite gives it (``padding == "SAME"``, ``fused_activation_function == "RELU6"``,
+    ``weights_format == "DEFAULT"``, TensorType fields such as ``out_type == "INT32"``); a
+    number the schema has no name for (a newer converter's) stays a number. Each op's table
+    and fields are listed in docs/node-options.md. Immutable.
     """
 
     __slots__ = ("_fields", "type_name")

@@ -7,14 +7,11 @@ so loading a large model costs address space, not a copy.
 from __future__ import annotations
 
 import errno
-import functools
 import math
 import mmap
 import os
-import re
 import stat
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,9 +31,10 @@ from offload._graph import (
     Tensor,
 )
 from offload._model_type import classify_model_type
+from offload._schema import OPTION_TYPE_NAMES, enum_names, option_fields, snake_case
 from offload.errors import ModelLoadError, UnsupportedModelError
 
-__all__ = ["load_model", "TENSOR_TYPES"]
+__all__ = ["load_model", "TENSOR_TYPES", "snake_case"]
 
 # TensorType enum value -> (name, numpy dtype); object dtype marks types numpy has no match for.
 TENSOR_TYPES: dict[int, tuple[str, np.dtype]] = {
@@ -85,60 +83,25 @@ _ZERO_POINT_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
-def _enum_names(enum_cls: type) -> dict[int, str]:
-    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
-
-
-_OPTION_TYPE_NAMES = _enum_names(tflite.BuiltinOptions)
+# Compatibility names read by offload._capabilities until it imports offload._schema.
 _ENUM_FIELDS: dict[str, dict[int, str]] = {
-    "padding": _enum_names(tflite.Padding),
-    "fused_activation_function": _enum_names(tflite.ActivationFunctionType),
-    "kernel_type": _enum_names(tflite.LSTMKernelType),
+    "padding": enum_names(tflite.Padding),
+    "fused_activation_function": enum_names(tflite.ActivationFunctionType),
+    "kernel_type": enum_names(tflite.LSTMKernelType),
 }
-_MIRROR_PAD_MODES = _enum_names(tflite.MirrorPadMode)
-_SKIPPED_METHODS = {"Init"}
+_MIRROR_PAD_MODES = enum_names(tflite.MirrorPadMode)
 
 
-def snake_case(name: str) -> str:
-    """``DilationWFactor`` -> ``dilation_w_factor``: the field names of TFLite's schema."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
-
-
-@functools.cache
-def _option_readers(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
-    """For an options class, the (snake_name, reader) pairs of its fields, computed once."""
-    methods = {
-        name
-        for name, value in vars(cls).items()
-        if callable(value) and name[:1].isupper() and name not in _SKIPPED_METHODS
-    }
-    readers: list[tuple[str, Callable[[Any], Any]]] = []
-    for name in sorted(methods):
-        if name.startswith("GetRootAs") or name.endswith(("BufferHasIdentifier", "IsNone")):
-            continue
-        if name.endswith(("AsNumpy", "Length")):
-            continue
-        if f"{name}Length" in methods:
-            # A vector field: read it whole.
-            if f"{name}AsNumpy" in methods:
-                getter = getattr(cls, f"{name}AsNumpy")
-                readers.append((snake_case(name), lambda obj, g=getter: _vector_tuple(g(obj))))
-            continue
-        readers.append((snake_case(name), getattr(cls, name)))
-    return tuple(readers)
-
-
-def _vector_tuple(value: Any) -> tuple[Any, ...]:
-    if isinstance(value, np.ndarray):
-        return tuple(value.tolist())
-    return ()
+def _option_readers(cls: type) -> tuple[tuple[str, Any], ...]:
+    return tuple((f.name, f.read) for f in option_fields(cls.__name__) if f.kind != "table")
 
 
 def _parse_options(op: Any) -> OpOptions:
+    """The operator's builtin options, every field by its snake_case name, enums by name."""
     type_id = op.BuiltinOptionsType()
     if type_id == 0:
         return EMPTY_OPTIONS
-    type_name = _OPTION_TYPE_NAMES.get(type_id)
+    type_name = OPTION_TYPE_NAMES.get(type_id)
     table = op.BuiltinOptions()
     if type_name is None or table is None:
         return OpOptions(f"UnknownOptions{type_id}", {})
@@ -147,17 +110,10 @@ def _parse_options(op: Any) -> OpOptions:
         return OpOptions(type_name, {})
     options = cls()
     options.Init(table.Bytes, table.Pos)
-    fields: dict[str, Any] = {}
-    for name, reader in _option_readers(cls):
-        value = reader(options)
-        if name in _ENUM_FIELDS and isinstance(value, int):
-            value = _ENUM_FIELDS[name].get(value, value)
-        elif name == "mode" and type_name == "MirrorPadOptions":
-            value = _MIRROR_PAD_MODES.get(value, value)
-        elif isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        fields[name] = value
-    return OpOptions(type_name, fields)
+    return OpOptions(
+        type_name,
+        {f.name: f.read(options) for f in option_fields(type_name) if f.kind != "table"},
+    )
 
 
 def _file_kind(mode: int) -> str:

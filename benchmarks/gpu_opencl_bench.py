@@ -69,7 +69,7 @@ def child_allocate(path: str, cache_dir: str, half: bool) -> None:
     start = time.perf_counter()
     interp.allocate_tensors()
     elapsed = time.perf_counter() - start
-    stats = [k.stats for k in interp._executor.delegate_kernels.values()]
+    stats = [row["stats"] for row in interp.delegate_kernel_stats()]
     print(json.dumps({"seconds": elapsed, "stats": stats}))
 
 

@@ -1,0 +1,130 @@
+"""What ``offload benchmark`` prints: one configuration's figures, a comparison table, a plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from offload.tools._common import fmt_g, format_table, require_extra
+
+__all__ = ["human_bytes", "plot", "print_compare", "print_single"]
+
+
+def human_bytes(n: int) -> str:
+    """Bytes for people: ``512 B``, ``12.3 KiB``, ``4.56 MiB``."""
+    if n < 1024:
+        return f"{n} B"
+    if n < 2**20:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 2**20:.2f} MiB"
+
+
+def plot(rows: list[dict[str, Any]], out: str, title: str) -> None:
+    matplotlib = require_extra("matplotlib", "--plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = rows[:30]
+    names = [r["name"] for r in rows][::-1]
+    values = [r["ms_per_invoke"] for r in rows][::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+    ax.barh(names, values, color="#3b78c2")
+    ax.set_xlabel("ms per invoke")
+    ax.set_title(f"per-op time: {Path(title).name}")
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v:.3g}", va="center", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def print_single(result: dict[str, Any]) -> None:
+    c = result["configs"][0]
+    inf, warm, mem = c["inference"], c["warmup"], c["memory"]
+    print(f"Graph: [{result['model']}] ({result['model_size_bytes']} bytes)")
+    used = (
+        ", ".join(
+            f"{n}: {d['nodes']} nodes in {d['partitions']} partition(s)"
+            for n, d in c["delegates"].items()
+        )
+        or "none"
+    )
+    print(f"Delegates: {used}; CPU reference: {c['cpu_nodes']} nodes")
+    print(f"Loaded model in {fmt_g(result['model_load_ms'])} ms")
+    print(f"Initialized in {fmt_g(c['init_ms'])} ms (interpreter + delegates + allocate_tensors)")
+    print(
+        f"Inference timings in us: Init: {fmt_g(c['init_ms'] * 1e3)}, "
+        f"First inference: {fmt_g(c['first_inference_us'])}, "
+        f"Warmup (avg): {fmt_g(warm['avg'])}, Inference (avg): {fmt_g(inf['avg'])}"
+    )
+    print(
+        f"Inference ({inf['count']} runs, us): avg={fmt_g(inf['avg'])} std={fmt_g(inf['std'])} "
+        f"p50={fmt_g(inf['p50'])} p90={fmt_g(inf['p90'])} min={fmt_g(inf['min'])} "
+        f"max={fmt_g(inf['max'])}"
+    )
+    mb = {key: human_bytes(value) for key, value in mem.items() if isinstance(value, int)}
+    print(
+        f"Memory (peak RSS rise, {mem['memory_source']}): init={mb['init_peak_rss_rise']} "
+        f"first inference={mb['first_inference_peak_rss_rise']} "
+        f"inference={mb['inference_peak_rss_rise']}"
+    )
+    print(
+        f"Memory held: tensors={mb['tensors']} (constants {mb['constant_tensors']}) "
+        f"arena={mb['arena']} CPU kernel buffers={mb['cpu_kernel_buffers']} "
+        f"delegate buffers={mb['delegate_buffers']}"
+    )
+    if "op_profile" in result:
+        print("\nPer-op profile (ms per invoke)")
+        rows = [
+            [r["name"], r["steps"], f"{r['ms_per_invoke']:.4f}", f"{r['percent']:.1f}%"]
+            for r in result["op_profile"]
+        ]
+        print(format_table(["op / partition", "nodes", "ms", "share"], rows, "  "))
+    if "plot" in result:
+        print(f"\nwrote {result['plot']}")
+
+
+def print_compare(result: dict[str, Any]) -> None:
+    print(f"Graph: [{result['model']}]; configurations run round-robin in one process")
+    rows = []
+    for c in result["configs"]:
+        if not c.get("available"):
+            rows.append([c["name"], "unavailable", "", "", "", "", "", "", "", ""])
+            continue
+        inf = c["inference"]
+        delegated = sum(d["nodes"] for d in c["delegates"].values())
+        rows.append(
+            [
+                c["name"],
+                f"{delegated}/{delegated + c['cpu_nodes']}",
+                f"{c['init_ms']:.2f}",
+                fmt_g(inf["avg"]),
+                fmt_g(inf["std"]),
+                fmt_g(inf["p50"]),
+                fmt_g(inf["p90"]),
+                fmt_g(inf["min"]),
+                f"{c['latency_ratio_vs_cpu']:.3f}",
+                f"{c['speedup_vs_cpu']:.2f}x",
+            ]
+        )
+    print(
+        format_table(
+            [
+                "config",
+                "delegated",
+                "init ms",
+                "avg us",
+                "std us",
+                "p50 us",
+                "p90 us",
+                "min us",
+                "latency/cpu",
+                "speedup",
+            ],
+            rows,
+            "  ",
+        )
+    )
+    for c in result["configs"]:
+        if not c.get("available"):
+            print(f"  {c['name']}: {c['reason']}")

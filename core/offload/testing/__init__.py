@@ -1,28 +1,66 @@
-"""The conformance kit for delegate authors.
+"""The conformance kit for delegate authors (see docs/conformance-kit.md).
 
-The same single-op cases that offload's CPU reference passes, runnable against any delegate::
+The same single-op cases that offload's CPU reference passes, runnable against any delegate,
+with a verdict on every op the delegate declares::
 
-    python -m offload.testing dummy            # one line per case: pass / fail / not-claimed
+    python -m offload.testing dummy --strict   # a line per case and per declared op
 
-or from pytest, in a delegate's own test suite::
+or from pytest (``pip install "offload[testing]"``), in a delegate's own test suite::
 
     from offload.testing import conformance_test
     test_conformance = conformance_test("my_delegate", exclusions={"case": "why"})
 
-Cases a delegate does not claim (by its capabilities) are reported as not claimed, not failed.
-Declared exclusions are reported with their reason.
+A case the delegate takes is compared with the CPU reference. A declared op that no case
+exercises, or that the delegate refuses on every case, fails under strict (the pytest default):
+a declaration the kit cannot check must not pass as a green run.
 """
 
-from offload.testing._cases import CASES, OpCase, build_case
-from offload.testing._pytest_plugin import conformance_test
-from offload.testing._runner import CaseResult, run_case, run_conformance
+from __future__ import annotations
+
+from typing import Any
+
+from offload.testing._cases import CASES, KIT_GAPS, OpCase, Runtime, build_case
+from offload.testing._runner import (
+    CaseResult,
+    ConformanceReport,
+    OpReport,
+    run_case,
+    run_conformance,
+    summarize,
+)
 
 __all__ = [
     "CASES",
+    "KIT_GAPS",
     "CaseResult",
+    "ConformanceReport",
     "OpCase",
+    "OpReport",
+    "Runtime",
     "build_case",
     "conformance_test",
     "run_case",
     "run_conformance",
+    "summarize",
 ]
+
+INSTALL_HINT = 'pip install "offload[testing]"'
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use so that the kit's own runner (python -m offload.testing) works
+    # without pytest, which only conformance_test needs.
+    if name == "conformance_test":
+        try:
+            from offload.testing._pytest_plugin import conformance_test
+        except ModuleNotFoundError as exc:
+            if exc.name != "pytest":
+                raise
+            raise ModuleNotFoundError(
+                f"offload.testing.conformance_test needs pytest, which is not installed; "
+                f"install it with: {INSTALL_HINT} (python -m offload.testing DELEGATE runs "
+                "the same cases without pytest)",
+                name="pytest",
+            ) from exc
+        return conformance_test
+    raise AttributeError(f"module 'offload.testing' has no attribute {name!r}")

@@ -1,9 +1,14 @@
 """The conformance cases: single-op models that the CPU reference passes, as data.
 
-Each case names an op, a dtype, the runtime inputs, the constants and the options; the model
-is built with :mod:`offload.model.builder`. Expected values come from the CPU reference (which
-is itself checked against LiteRT in offload's own test suite), so any delegate can be held to
-them without LiteRT installed.
+Each case names an op, its operands in the op's own input order (runtime tensors fed with
+seeded random values, constants made from the seed, or ``None`` for an omitted optional
+input), its outputs and its options; the model is built with :mod:`offload.model.builder`.
+Expected values come from the CPU reference (itself checked against LiteRT in offload's own
+test suite), so any delegate can be held to them without LiteRT installed.
+
+Shapes are chosen to catch the usual slips: non-square inputs (H and W swapped), batch 2
+(a kernel that assumes batch 1), SAME padding whose before and after differ (pad-before and
+pad-after swapped), omitted bias, FULLY_CONNECTED keeping its leading dimensions.
 """
 
 from __future__ import annotations
@@ -16,36 +21,65 @@ import numpy as np
 
 from offload.model.builder import ModelBuilder
 
-__all__ = ["OpCase", "CASES", "build_case"]
+__all__ = ["CASES", "KIT_GAPS", "OpCase", "Runtime", "build_case"]
 
 Quant = tuple[float, int] | None
+ConstantMaker = Callable[[np.random.Generator], "np.ndarray | tuple[np.ndarray, Any]"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A runtime tensor of a case: an input fed with seeded random values, or an output.
+
+    ``dtype`` None means the case's dtype.
+    """
+
+    shape: tuple[int, ...]
+    quant: Quant = None
+    dtype: str | None = None
+
+
+Operand = Runtime | ConstantMaker | None
 
 
 @dataclass(frozen=True)
 class OpCase:
-    """One single-op model: runtime inputs, constants (made from ``seed``), options, output."""
+    """One single-op model: operands in the op's input order, outputs, options, tolerance.
+
+    An operand is a :class:`Runtime` input, a constant maker (called with the seeded
+    generator; it returns an array, or ``(int array, (scale, zero_point, axis))`` for a
+    quantized constant) or ``None`` for an omitted optional input.
+    """
 
     name: str
     op: str
     dtype: str
-    inputs: Sequence[tuple[tuple[int, ...], Quant]]
-    output: tuple[tuple[int, ...], Quant]
-    constants: Sequence[Callable[[np.random.Generator], np.ndarray | tuple[np.ndarray, Any]]] = ()
+    inputs: Sequence[Operand]
+    outputs: Sequence[Runtime]
     options: Mapping[str, Any] = field(default_factory=dict)
     version: int = 1
     atol: float = 1e-5
     rtol: float = 1e-4
 
 
-def _w(*shape: int, scale: float = 0.5) -> Callable[[np.random.Generator], np.ndarray]:
+# Ops a delegate may declare that no case can build yet; claiming one is reported, not failed.
+KIT_GAPS: Mapping[str, str] = {
+    "DENSIFY": (
+        "DENSIFY only ever reads a sparse constant, which the core folds before planning, so "
+        "no delegate is offered one"
+    ),
+}
+
+
+def _w(*shape: int, scale: float = 0.5) -> ConstantMaker:
     return lambda rng: (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-def _i32(values: Sequence[int]) -> Callable[[np.random.Generator], np.ndarray]:
+def _i32(values: Sequence[Any]) -> ConstantMaker:
     return lambda rng: np.array(values, np.int32)
 
 
-def _q8w(*shape: int, axis: int = 0) -> Callable[[np.random.Generator], tuple[np.ndarray, Any]]:
+def _q8w(*shape: int, axis: int = 0) -> ConstantMaker:
     def make(rng: np.random.Generator) -> tuple[np.ndarray, Any]:
         values = rng.integers(-127, 128, size=shape).astype(np.int8)
         scales = (rng.random(shape[axis]) * 0.01 + 0.005).astype(np.float32)
@@ -54,204 +88,438 @@ def _q8w(*shape: int, axis: int = 0) -> Callable[[np.random.Generator], tuple[np
     return make
 
 
-def _bias32(n: int, scale: float) -> Callable[[np.random.Generator], tuple[np.ndarray, Any]]:
+def _bias32(n: int, scale: float) -> ConstantMaker:
     return lambda rng: (rng.integers(-500, 500, size=n).astype(np.int32), (scale, 0, 0))
+
+
+def _r(*shape: int, quant: Quant = None, dtype: str | None = None) -> Runtime:
+    return Runtime(tuple(shape), quant, dtype)
+
+
+def _same(stride_h: int = 1, stride_w: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"padding": "SAME", "stride_h": stride_h, "stride_w": stride_w, **extra}
+
+
+def _valid(stride_h: int = 1, stride_w: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"padding": "VALID", "stride_h": stride_h, "stride_w": stride_w, **extra}
+
+
+def _window(h: int, w: int) -> dict[str, int]:
+    return {"filter_height": h, "filter_width": w}
+
+
+def _unary(name: str, op: str, shape: tuple[int, ...] = (2, 5, 7, 3)) -> OpCase:
+    return OpCase(name, op, F, [_r(*shape)], [_r(*shape)])
 
 
 F = "float32"
 IMG = (1, 8, 8, 4)
+B2 = (2, 5, 7, 3)  # batch 2, H != W
 Q_IN: Quant = (0.05, -3)
 Q_OUT: Quant = (0.1, 2)
 
-CASES: tuple[OpCase, ...] = (
-    OpCase("add", "ADD", F, [(IMG, None), (IMG, None)], (IMG, None)),
+_ELEMENTWISE: tuple[OpCase, ...] = (
+    OpCase("add", "ADD", F, [_r(*IMG), _r(*IMG)], [_r(*IMG)]),
+    OpCase("add_batch2", "ADD", F, [_r(*B2), _r(*B2)], [_r(*B2)]),
     OpCase(
-        "add_relu6_broadcast",
+        "add_relu6_channel_broadcast",
         "ADD",
         F,
-        [(IMG, None), ((1, 1, 1, 4), None)],
-        (IMG, None),
+        [_r(*B2), _r(1, 1, 1, 3)],
+        [_r(*B2)],
         options={"fused_activation_function": "RELU6"},
     ),
-    OpCase("sub", "SUB", F, [(IMG, None), (IMG, None)], (IMG, None)),
-    OpCase("mul_channel_broadcast", "MUL", F, [(IMG, None)], (IMG, None), constants=[_w(4)]),
-    OpCase("maximum", "MAXIMUM", F, [(IMG, None), (IMG, None)], (IMG, None)),
-    OpCase("minimum", "MINIMUM", F, [(IMG, None), (IMG, None)], (IMG, None)),
-    OpCase("relu", "RELU", F, [(IMG, None)], (IMG, None)),
-    OpCase("relu6", "RELU6", F, [(IMG, None)], (IMG, None)),
-    OpCase("logistic", "LOGISTIC", F, [(IMG, None)], (IMG, None)),
-    OpCase("tanh", "TANH", F, [(IMG, None)], (IMG, None)),
-    OpCase("exp", "EXP", F, [(IMG, None)], (IMG, None)),
-    OpCase("hard_swish", "HARD_SWISH", F, [(IMG, None)], (IMG, None)),
-    OpCase("prelu", "PRELU", F, [(IMG, None)], (IMG, None), constants=[_w(1, 1, 4)]),
-    OpCase("softmax", "SOFTMAX", F, [((1, 10), None)], ((1, 10), None), options={"beta": 1.0}),
+    OpCase("sub", "SUB", F, [_r(*IMG), _r(*IMG)], [_r(*IMG)]),
+    OpCase("sub_batch2", "SUB", F, [_r(*B2), _r(*B2)], [_r(*B2)]),
+    OpCase("mul_channel_broadcast", "MUL", F, [_r(*IMG), _w(4)], [_r(*IMG)]),
+    OpCase(
+        "mul_batch2_pixel_broadcast_relu",
+        "MUL",
+        F,
+        [_r(*B2), _r(2, 5, 7, 1)],
+        [_r(*B2)],
+        options={"fused_activation_function": "RELU"},
+    ),
+    OpCase("maximum", "MAXIMUM", F, [_r(*B2), _r(*B2)], [_r(*B2)]),
+    OpCase("minimum", "MINIMUM", F, [_r(*B2), _r(*B2)], [_r(*B2)]),
+    OpCase(
+        "logical_and",
+        "LOGICAL_AND",
+        "bool",
+        [_r(2, 4, 5, 3), _r(2, 4, 5, 3)],
+        [_r(2, 4, 5, 3)],
+    ),
+    _unary("relu", "RELU"),
+    _unary("relu6", "RELU6"),
+    _unary("relu_n1_to_1", "RELU_N1_TO_1"),
+    _unary("logistic", "LOGISTIC"),
+    _unary("tanh", "TANH"),
+    _unary("exp", "EXP"),
+    _unary("hard_swish", "HARD_SWISH"),
+    OpCase("prelu", "PRELU", F, [_r(*B2), _w(1, 1, 3)], [_r(*B2)]),
+    OpCase("softmax", "SOFTMAX", F, [_r(1, 10)], [_r(1, 10)], options={"beta": 1.0}),
+    OpCase("softmax_rank3", "SOFTMAX", F, [_r(2, 3, 10)], [_r(2, 3, 10)], options={"beta": 1.0}),
+)
+
+_CONV: tuple[OpCase, ...] = (
     OpCase(
         "conv_same_relu",
         "CONV_2D",
         F,
-        [(IMG, None)],
-        ((1, 8, 8, 6), None),
-        constants=[_w(6, 3, 3, 4), _w(6)],
-        options={
-            "padding": "SAME",
-            "stride_w": 1,
-            "stride_h": 1,
-            "fused_activation_function": "RELU",
-        },
+        [_r(*IMG), _w(6, 3, 3, 4), _w(6)],
+        [_r(1, 8, 8, 6)],
+        options=_same(fused_activation_function="RELU"),
     ),
     OpCase(
         "conv_valid_stride2",
         "CONV_2D",
         F,
-        [(IMG, None)],
-        ((1, 3, 3, 5), None),
-        constants=[_w(5, 3, 3, 4), _w(5)],
-        options={"padding": "VALID", "stride_w": 2, "stride_h": 2},
+        [_r(*IMG), _w(5, 3, 3, 4), _w(5)],
+        [_r(1, 3, 3, 5)],
+        options=_valid(2, 2),
+    ),
+    # SAME, 3x3, stride 2 on 8: 1 row and column of padding, all of it after.
+    OpCase(
+        "conv_same_stride2_asymmetric",
+        "CONV_2D",
+        F,
+        [_r(*IMG), _w(5, 3, 3, 4), _w(5)],
+        [_r(1, 4, 4, 5)],
+        options=_same(2, 2),
+    ),
+    # SAME with an even 2x4 kernel: pads H by (0, 1) and W by (1, 2); batch 2, H != W.
+    OpCase(
+        "conv_same_even_kernel_batch2",
+        "CONV_2D",
+        F,
+        [_r(2, 7, 9, 3), _w(4, 2, 4, 3), _w(4)],
+        [_r(2, 7, 9, 4)],
+        options=_same(),
+    ),
+    OpCase(
+        "conv_same_strides_h2_w3_batch2",
+        "CONV_2D",
+        F,
+        [_r(2, 6, 9, 3), _w(4, 3, 2, 3), _w(4)],
+        [_r(2, 3, 3, 4)],
+        options=_same(2, 3, fused_activation_function="RELU6"),
     ),
     OpCase(
         "conv_dilated",
         "CONV_2D",
         F,
-        [(IMG, None)],
-        ((1, 8, 8, 2), None),
-        constants=[_w(2, 3, 3, 4), _w(2)],
-        options={
-            "padding": "SAME",
-            "stride_w": 1,
-            "stride_h": 1,
-            "dilation_w_factor": 2,
-            "dilation_h_factor": 2,
-        },
+        [_r(*IMG), _w(2, 3, 3, 4), _w(2)],
+        [_r(1, 8, 8, 2)],
+        options=_same(dilation_w_factor=2, dilation_h_factor=2),
+    ),
+    OpCase(
+        "conv_no_bias",
+        "CONV_2D",
+        F,
+        [_r(1, 6, 5, 3), _w(4, 3, 3, 3), None],
+        [_r(1, 6, 5, 4)],
+        options=_same(),
     ),
     OpCase(
         "depthwise_same",
         "DEPTHWISE_CONV_2D",
         F,
-        [(IMG, None)],
-        (IMG, None),
-        constants=[_w(1, 3, 3, 4), _w(4)],
-        options={"padding": "SAME", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1},
+        [_r(*IMG), _w(1, 3, 3, 4), _w(4)],
+        [_r(*IMG)],
+        options=_same(depth_multiplier=1),
     ),
     OpCase(
         "depthwise_stride2_relu6",
         "DEPTHWISE_CONV_2D",
         F,
-        [(IMG, None)],
-        ((1, 4, 4, 4), None),
-        constants=[_w(1, 3, 3, 4), _w(4)],
-        options={
-            "padding": "SAME",
-            "stride_w": 2,
-            "stride_h": 2,
-            "depth_multiplier": 1,
-            "fused_activation_function": "RELU6",
-        },
+        [_r(*IMG), _w(1, 3, 3, 4), _w(4)],
+        [_r(1, 4, 4, 4)],
+        options=_same(2, 2, depth_multiplier=1, fused_activation_function="RELU6"),
+    ),
+    # An even 2x2 kernel: pad (0, 1) on both axes.
+    OpCase(
+        "depthwise_same_even_kernel_batch2",
+        "DEPTHWISE_CONV_2D",
+        F,
+        [_r(*B2), _w(1, 2, 2, 3), _w(3)],
+        [_r(*B2)],
+        options=_same(depth_multiplier=1),
     ),
     OpCase(
-        "fully_connected",
-        "FULLY_CONNECTED",
+        "depthwise_multiplier2_batch2",
+        "DEPTHWISE_CONV_2D",
         F,
-        [((1, 16), None)],
-        ((1, 8), None),
-        constants=[_w(8, 16), _w(8)],
+        [_r(2, 6, 7, 3), _w(1, 3, 3, 6), _w(6)],
+        [_r(2, 3, 4, 6)],
+        options=_same(2, 2, depth_multiplier=2),
+        version=2,
     ),
     OpCase(
         "transpose_conv",
         "TRANSPOSE_CONV",
         F,
-        [(IMG, None)],
-        ((1, 16, 16, 3), None),
-        constants=[_i32([1, 16, 16, 3]), _w(3, 3, 3, 4)],
-        options={"padding": "SAME", "stride_w": 2, "stride_h": 2},
-        version=1,
+        [_i32([1, 16, 16, 3]), _w(3, 3, 3, 4), _r(*IMG)],
+        [_r(1, 16, 16, 3)],
+        options=_same(2, 2),
     ),
+    OpCase(
+        "transpose_conv_valid_batch2",
+        "TRANSPOSE_CONV",
+        F,
+        [_i32([2, 7, 9, 3]), _w(3, 3, 3, 2), _r(2, 3, 4, 2)],
+        [_r(2, 7, 9, 3)],
+        options=_valid(2, 2),
+    ),
+)
+
+_FULLY_CONNECTED: tuple[OpCase, ...] = (
+    OpCase("fully_connected", "FULLY_CONNECTED", F, [_r(1, 16), _w(8, 16), _w(8)], [_r(1, 8)]),
+    OpCase(
+        "fully_connected_batch3_relu",
+        "FULLY_CONNECTED",
+        F,
+        [_r(3, 16), _w(8, 16), _w(8)],
+        [_r(3, 8)],
+        options={"fused_activation_function": "RELU"},
+    ),
+    OpCase(
+        "fully_connected_no_bias",
+        "FULLY_CONNECTED",
+        F,
+        [_r(1, 16), _w(8, 16), None],
+        [_r(1, 8)],
+    ),
+    OpCase(
+        "fully_connected_keep_num_dims",
+        "FULLY_CONNECTED",
+        F,
+        [_r(2, 3, 16), _w(8, 16), _w(8)],
+        [_r(2, 3, 8)],
+        options={"keep_num_dims": True},
+    ),
+    # A 4-D input flattened to rows of 16 (keep_num_dims False).
+    OpCase(
+        "fully_connected_flattens_4d",
+        "FULLY_CONNECTED",
+        F,
+        [_r(1, 2, 2, 4), _w(8, 16), _w(8)],
+        [_r(1, 8)],
+    ),
+)
+
+_POOL: tuple[OpCase, ...] = (
     OpCase(
         "average_pool",
         "AVERAGE_POOL_2D",
         F,
-        [(IMG, None)],
-        ((1, 4, 4, 4), None),
-        options={
-            "padding": "VALID",
-            "stride_w": 2,
-            "stride_h": 2,
-            "filter_width": 2,
-            "filter_height": 2,
-        },
+        [_r(*IMG)],
+        [_r(1, 4, 4, 4)],
+        options=_valid(2, 2, **_window(2, 2)),
+    ),
+    # SAME, window 2x4: pads H by (0, 1) and W by (1, 2); padded cells are not averaged.
+    OpCase(
+        "average_pool_same_asymmetric_batch2",
+        "AVERAGE_POOL_2D",
+        F,
+        [_r(2, 6, 7, 3)],
+        [_r(2, 6, 7, 3)],
+        options=_same(**_window(2, 4)),
     ),
     OpCase(
         "max_pool_same",
         "MAX_POOL_2D",
         F,
-        [(IMG, None)],
-        ((1, 4, 4, 4), None),
-        options={
-            "padding": "SAME",
-            "stride_w": 2,
-            "stride_h": 2,
-            "filter_width": 3,
-            "filter_height": 3,
-        },
+        [_r(*IMG)],
+        [_r(1, 4, 4, 4)],
+        options=_same(2, 2, **_window(3, 3)),
     ),
+    OpCase(
+        "max_pool_valid_batch2",
+        "MAX_POOL_2D",
+        F,
+        [_r(2, 7, 9, 3)],
+        [_r(2, 3, 4, 3)],
+        options=_valid(2, 2, **_window(3, 2)),
+    ),
+    OpCase(
+        "max_pool_same_asymmetric_batch2",
+        "MAX_POOL_2D",
+        F,
+        [_r(2, 6, 7, 3)],
+        [_r(2, 3, 4, 3)],
+        options=_same(2, 2, **_window(2, 3)),
+    ),
+)
+
+_SHAPE: tuple[OpCase, ...] = (
     OpCase(
         "concatenation_channels",
         "CONCATENATION",
         F,
-        [(IMG, None), ((1, 8, 8, 2), None)],
-        ((1, 8, 8, 6), None),
+        [_r(*IMG), _r(1, 8, 8, 2)],
+        [_r(1, 8, 8, 6)],
         options={"axis": 3},
     ),
-    OpCase("reshape", "RESHAPE", F, [(IMG, None)], ((1, 256), None), constants=[_i32([1, 256])]),
+    OpCase(
+        "concatenation_axis1_batch2",
+        "CONCATENATION",
+        F,
+        [_r(2, 3, 4, 2), _r(2, 5, 4, 2)],
+        [_r(2, 8, 4, 2)],
+        options={"axis": 1},
+    ),
+    OpCase(
+        "concatenation_negative_axis",
+        "CONCATENATION",
+        F,
+        [_r(2, 3, 4), _r(2, 3, 1)],
+        [_r(2, 3, 5)],
+        options={"axis": -1},
+    ),
+    OpCase("reshape", "RESHAPE", F, [_r(*IMG), _i32([1, 256])], [_r(1, 256)]),
+    OpCase("reshape_batch2", "RESHAPE", F, [_r(*B2), _i32([2, 35, 3])], [_r(2, 35, 3)]),
     OpCase(
         "pad_hw",
         "PAD",
         F,
-        [(IMG, None)],
-        ((1, 10, 12, 4), None),
-        constants=[lambda rng: np.array([[0, 0], [1, 1], [2, 2], [0, 0]], np.int32)],
+        [_r(*IMG), _i32([[0, 0], [1, 1], [2, 2], [0, 0]])],
+        [_r(1, 10, 12, 4)],
+    ),
+    OpCase(
+        "pad_asymmetric_batch2",
+        "PAD",
+        F,
+        [_r(2, 4, 5, 3), _i32([[0, 0], [0, 2], [1, 0], [0, 0]])],
+        [_r(2, 6, 6, 3)],
+    ),
+    OpCase(
+        "padv2_value",
+        "PADV2",
+        F,
+        [
+            _r(1, 4, 5, 3),
+            _i32([[0, 0], [1, 0], [2, 1], [0, 0]]),
+            lambda rng: np.array(0.75, np.float32),
+        ],
+        [_r(1, 5, 8, 3)],
+    ),
+    OpCase(
+        "mirror_pad_reflect",
+        "MIRROR_PAD",
+        F,
+        [_r(1, 5, 6, 3), _i32([[0, 0], [1, 2], [2, 1], [0, 0]])],
+        [_r(1, 8, 9, 3)],
+        options={"mode": "REFLECT"},
+    ),
+    OpCase(
+        "mirror_pad_symmetric_batch2",
+        "MIRROR_PAD",
+        F,
+        [_r(2, 4, 5, 3), _i32([[0, 0], [2, 0], [0, 1], [0, 0]])],
+        [_r(2, 6, 6, 3)],
+        options={"mode": "SYMMETRIC"},
     ),
     OpCase(
         "mean_hw",
         "MEAN",
         F,
-        [(IMG, None)],
-        ((1, 1, 1, 4), None),
-        constants=[_i32([1, 2])],
+        [_r(*IMG), _i32([1, 2])],
+        [_r(1, 1, 1, 4)],
         options={"keep_dims": True},
+    ),
+    OpCase(
+        "mean_hw_batch2_drop_dims",
+        "MEAN",
+        F,
+        [_r(*B2), _i32([1, 2])],
+        [_r(2, 3)],
+        options={"keep_dims": False},
     ),
     OpCase(
         "resize_bilinear",
         "RESIZE_BILINEAR",
         F,
-        [(IMG, None)],
-        ((1, 16, 16, 4), None),
-        constants=[_i32([16, 16])],
+        [_r(*IMG), _i32([16, 16])],
+        [_r(1, 16, 16, 4)],
+    ),
+    OpCase(
+        "resize_bilinear_half_pixel",
+        "RESIZE_BILINEAR",
+        F,
+        [_r(1, 5, 7, 3), _i32([8, 10])],
+        [_r(1, 8, 10, 3)],
+        options={"half_pixel_centers": True},
+        version=3,
+    ),
+    OpCase(
+        "resize_bilinear_align_corners_batch2",
+        "RESIZE_BILINEAR",
+        F,
+        [_r(2, 4, 5, 2), _i32([7, 9])],
+        [_r(2, 7, 9, 2)],
+        options={"align_corners": True},
     ),
     OpCase(
         "strided_slice",
         "STRIDED_SLICE",
         F,
-        [(IMG, None)],
-        ((1, 4, 4, 4), None),
-        constants=[_i32([0, 0, 0, 0]), _i32([1, 8, 8, 4]), _i32([1, 2, 2, 1])],
+        [_r(*IMG), _i32([0, 0, 0, 0]), _i32([1, 8, 8, 4]), _i32([1, 2, 2, 1])],
+        [_r(1, 4, 4, 4)],
     ),
+    OpCase(
+        "strided_slice_masks_batch2",
+        "STRIDED_SLICE",
+        F,
+        [_r(2, 6, 8, 3), _i32([0, 1, 0, 0]), _i32([0, 5, 8, 2]), _i32([1, 2, 3, 1])],
+        [_r(2, 2, 3, 2)],
+        options={"begin_mask": 1, "end_mask": 1},
+    ),
+)
+
+_QUANTIZED: tuple[OpCase, ...] = (
+    # A runtime float16 input: DEQUANTIZE of a float16 constant is folded by the core before
+    # any delegate is asked, so only this form can reach one.
     OpCase(
         "dequantize_fp16",
         "DEQUANTIZE",
-        F,
-        [],
-        ((4, 4), None),
-        constants=[lambda rng: rng.standard_normal((4, 4)).astype(np.float16)],
+        "float16",
+        [_r(2, 4, 5, 3)],
+        [_r(2, 4, 5, 3, dtype=F)],
+        version=3,
     ),
-    OpCase("add_int8", "ADD", "int8", [(IMG, Q_IN), (IMG, Q_IN)], (IMG, Q_OUT), version=2),
+    OpCase(
+        "dequantize_int8",
+        "DEQUANTIZE",
+        "int8",
+        [_r(2, 4, 5, 3, quant=Q_IN)],
+        [_r(2, 4, 5, 3, dtype=F)],
+        version=2,
+    ),
+    OpCase(
+        "quantize_int8",
+        "QUANTIZE",
+        "int8",
+        [_r(2, 4, 5, 3, dtype=F)],
+        [_r(2, 4, 5, 3, quant=Q_OUT)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "add_int8",
+        "ADD",
+        "int8",
+        [_r(*IMG, quant=Q_IN), _r(*IMG, quant=Q_IN)],
+        [_r(*IMG, quant=Q_OUT)],
+        version=2,
+        atol=1.0,
+    ),
     OpCase(
         "conv_int8_per_channel",
         "CONV_2D",
         "int8",
-        [(IMG, Q_IN)],
-        ((1, 8, 8, 3), Q_OUT),
-        constants=[_q8w(3, 3, 3, 4), _bias32(3, 0.0005)],
-        options={"padding": "SAME", "stride_w": 1, "stride_h": 1},
+        [_r(*IMG, quant=Q_IN), _q8w(3, 3, 3, 4), _bias32(3, 0.0005)],
+        [_r(1, 8, 8, 3, quant=Q_OUT)],
+        options=_same(),
         version=3,
         atol=1.0,
     ),
@@ -259,47 +527,103 @@ CASES: tuple[OpCase, ...] = (
         "fully_connected_int8",
         "FULLY_CONNECTED",
         "int8",
-        [((1, 16), Q_IN)],
-        ((1, 4), Q_OUT),
-        constants=[_q8w(4, 16), _bias32(4, 0.0005)],
+        [_r(1, 16, quant=Q_IN), _q8w(4, 16), _bias32(4, 0.0005)],
+        [_r(1, 4, quant=Q_OUT)],
         version=4,
+        atol=1.0,
+    ),
+    OpCase(
+        "average_pool_int8_batch2",
+        "AVERAGE_POOL_2D",
+        "int8",
+        [_r(2, 6, 7, 3, quant=Q_IN)],
+        [_r(2, 3, 4, 3, quant=Q_IN)],
+        options=_same(2, 2, **_window(3, 3)),
+        version=2,
         atol=1.0,
     ),
 )
 
+# LiteRT's BASIC LSTM cell (op version 2): input, previous activation, weights, bias,
+# previous state; outputs activation, state and the two temporaries, batch 2.
+_LSTM = OpCase(
+    "lstm_basic_batch2",
+    "LSTM",
+    F,
+    [_r(2, 5), _r(2, 7), _w(28, 12), _w(28, scale=0.3), _r(2, 7)],
+    [_r(2, 7), _r(2, 7), _r(2, 12), _r(2, 28)],
+    options={
+        "fused_activation_function": "TANH",
+        "cell_clip": 0.0,
+        "proj_clip": 0.0,
+        "kernel_type": "BASIC",
+    },
+    version=2,
+)
 
-def _quantized_dtype(case: OpCase) -> Any:
-    return np.int8 if case.dtype == "int8" else np.float32
+CASES: tuple[OpCase, ...] = (
+    *_ELEMENTWISE,
+    *_CONV,
+    *_FULLY_CONNECTED,
+    *_POOL,
+    *_SHAPE,
+    *_QUANTIZED,
+    _LSTM,
+)
+
+_NUMPY = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "bool": np.bool_,
+}
+
+
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    if dtype is np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype in (np.int8, np.uint8):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, int(info.max) + 1, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def build_case(case: OpCase, seed: int = 0) -> tuple[bytes, list[np.ndarray]]:
-    """The case's model bytes and seeded input arrays."""
+    """The case's model bytes and seeded input arrays (one per runtime input, in order)."""
     rng = np.random.default_rng(seed)
     b = ModelBuilder()
-    dtype = _quantized_dtype(case)
     tensors: list[int] = []
     arrays: list[np.ndarray] = []
-    for k, (shape, quant) in enumerate(case.inputs):
-        tensors.append(b.add_input(f"in{k}", shape=shape, dtype=dtype, quantization=quant))
-        if dtype is np.int8:
-            arrays.append(rng.integers(-128, 128, size=shape).astype(np.int8))
-        else:
-            arrays.append(rng.standard_normal(shape).astype(np.float32))
-    for k, make in enumerate(case.constants):
-        made = make(rng)
-        if isinstance(made, tuple):
-            values, (scale, zero_point, axis) = made
+    for k, operand in enumerate(case.inputs):
+        if operand is None:
+            tensors.append(-1)
+        elif isinstance(operand, Runtime):
+            dtype = _NUMPY[operand.dtype or case.dtype]
             tensors.append(
-                b.add_constant(
-                    f"c{k}", values, quantization=(scale, zero_point), quantized_dimension=axis
-                )
+                b.add_input(f"in{k}", shape=operand.shape, dtype=dtype, quantization=operand.quant)
             )
+            arrays.append(_random(rng, operand.shape, dtype))
         else:
-            tensors.append(b.add_constant(f"c{k}", made))
-    out_shape, out_quant = case.output
-    out = b.add_tensor("out", shape=out_shape, dtype=dtype, quantization=out_quant)
+            made = operand(rng)
+            if isinstance(made, tuple):
+                values, (scale, zero_point, axis) = made
+                tensors.append(
+                    b.add_constant(
+                        f"c{k}", values, quantization=(scale, zero_point), quantized_dimension=axis
+                    )
+                )
+            else:
+                tensors.append(b.add_constant(f"c{k}", made))
+    outputs = [
+        b.add_tensor(
+            f"out{k}", shape=o.shape, dtype=_NUMPY[o.dtype or case.dtype], quantization=o.quant
+        )
+        for k, o in enumerate(case.outputs)
+    ]
     b.add_operator(
-        case.op, inputs=tensors, outputs=[out], options=dict(case.options), version=case.version
+        case.op, inputs=tensors, outputs=outputs, options=dict(case.options), version=case.version
     )
-    b.add_output(out)
+    for out in outputs:
+        b.add_output(out)
     return b.build(), arrays

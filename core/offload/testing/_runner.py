@@ -1,27 +1,148 @@
-"""Run the conformance cases against a delegate and report pass / fail / not claimed."""
+"""Run the conformance cases against a delegate and judge its declaration op by op.
+
+Per case, the delegate's own answer (the plan it makes for the single-op model) is set beside
+what its declaration alone says (``delegate.capabilities`` checked by the core):
+
+* taken: the outputs are compared with the CPU reference -> ``pass``, ``fail`` or ``error``
+  (the delegate raised). A case taken although the declaration rejects it is run and judged
+  on its numbers; the result notes the too-narrow declaration, which is not a failure.
+* declared but refused (the delegate's ``check_node`` said no) -> ``refused``, with the reason.
+* not declared and not taken -> ``not-claimed``, with the declaration's reason.
+* named in ``exclusions`` -> ``excluded``, with the reason given.
+
+Per op the delegate declares, :class:`OpReport` counts the cases and gives a verdict. Strict
+mode also fails an op that is declared but that no case exercises, or that every case its
+declaration accepts was refused: such a declaration is unchecked, and a run that says nothing
+about it must not look green.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import copy
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from offload._capabilities import Capabilities, check_node
 from offload._delegate import Delegate
 from offload._interpreter import Interpreter
-from offload.testing._cases import CASES, OpCase, build_case
+from offload._plan import Plan
+from offload.testing._cases import CASES, KIT_GAPS, OpCase, build_case
 
-__all__ = ["CaseResult", "run_case", "run_conformance"]
+__all__ = [
+    "CaseResult",
+    "ConformanceReport",
+    "OpReport",
+    "run_case",
+    "run_conformance",
+    "summarize",
+]
+
+TAKEN = ("pass", "fail", "error")
+# Verdicts that fail a run: always, and only under strict.
+FAILING = ("fail",)
+STRICT_FAILING = ("fail", "never-exercised", "all-refused")
 
 
 @dataclass(frozen=True)
 class CaseResult:
+    """One case on one delegate: ``status`` is pass, fail, error, refused, not-claimed or
+    excluded; ``declared`` is whether the delegate's declaration alone accepts the case."""
+
     case: str
     op: str
     dtype: str
-    status: str  # "pass", "fail", "not-claimed", "excluded", "error"
+    status: str
     detail: str = ""
+    declared: bool = True
+
+
+@dataclass(frozen=True)
+class OpReport:
+    """What the cases say about one declared (or taken) op.
+
+    ``verdict``: ``ok`` (at least one case passed, none failed), ``fail``, ``never-exercised``
+    (declared, but no case falls inside the declaration), ``all-refused`` (every case inside
+    the declaration was refused), ``excluded``, ``no-kit-case`` (an op the kit cannot build a
+    case for yet, see ``KIT_GAPS``) or ``undeclared`` (taken by the delegate, not declared).
+    """
+
+    op: str
+    declared: bool
+    passed: int
+    failed: int
+    refused: int
+    not_claimed: int
+    excluded: int
+    verdict: str
+    detail: str = ""
+    refusals: tuple[str, ...] = ()
+
+    def fails(self, strict: bool) -> bool:
+        return self.verdict in (STRICT_FAILING if strict else FAILING)
+
+
+@dataclass(frozen=True)
+class ConformanceReport:
+    """Every case result and the per-op verdicts of one delegate."""
+
+    delegate: str
+    results: tuple[CaseResult, ...]
+    ops: tuple[OpReport, ...]
+
+    def failures(self, strict: bool = True) -> list[str]:
+        """One line per failing case and per failing op; empty when the run passes."""
+        lines = [
+            f"{r.case} ({r.op} {r.dtype}): {r.status}: {r.detail}"
+            for r in self.results
+            if r.status in ("fail", "error")
+        ]
+        lines += [
+            f"{o.op}: {o.verdict}: {o.detail}"
+            for o in self.ops
+            if o.fails(strict) and o.verdict != "fail"
+        ]
+        return lines
+
+    def ok(self, strict: bool = True) -> bool:
+        return not self.failures(strict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "delegate": self.delegate,
+            "cases": [asdict(r) for r in self.results],
+            "ops": [asdict(o) for o in self.ops],
+        }
+
+
+def _without_partition_limits(delegate: Delegate) -> Delegate:
+    """A copy whose single-node partitions are kept: every case is one node, and a
+    ``min_nodes_per_partition`` of 2 (Core ML's default) would refuse them all for a reason
+    that says nothing about the op."""
+    options = delegate.options
+    fields = getattr(type(options), "model_fields", {})
+    update = {
+        k: v
+        for k, v in (("min_nodes_per_partition", 1), ("max_delegated_partitions", None))
+        if k in fields and getattr(options, k) != v
+    }
+    if not update:
+        return delegate
+    clone = copy.copy(delegate)
+    clone.options = options.model_copy(update=update)
+    return clone
+
+
+def _declared_reason(capabilities: Capabilities, plan: Plan) -> str | None:
+    """Why the declaration alone rejects the case's node, or None if it accepts it."""
+    support = capabilities.model_types.get(plan.model_type)
+    if support is not None and support.support == "no":
+        why = f" ({support.reason})" if support.reason else ""
+        return f"declares no support for {plan.model_type} models{why}"
+    node = plan.subgraph.nodes[0]
+    return check_node(capabilities.op(node.op), node, plan.subgraph)
 
 
 def _run(content: bytes, arrays: list[np.ndarray], delegate: Delegate | None) -> list[np.ndarray]:
@@ -32,62 +153,142 @@ def _run(content: bytes, arrays: list[np.ndarray], delegate: Delegate | None) ->
     )
     interp.allocate_tensors()
     for detail, value in zip(interp.get_input_details(), arrays):
-        interp.set_tensor(detail["index"], value)
+        # A copy: ops such as LSTM write their new state back into an input.
+        interp.set_tensor(detail["index"], value.copy())
     interp.invoke()
-    return [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+
+
+def _compare(case: OpCase, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
+    """None when every output is within the case's tolerance, else what differs."""
+    if len(got) != len(want):
+        return f"got {len(got)} outputs, reference {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {k}: got {g.dtype}{list(g.shape)}, reference {w.dtype}{list(w.shape)}"
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        excess = np.abs(g64 - w64) - (case.atol + case.rtol * np.abs(w64))
+        nan_mismatch = np.isnan(g64) != np.isnan(w64)
+        bad = (excess > 0) | nan_mismatch
+        if np.any(bad):
+            worst = int(np.argmax(np.where(nan_mismatch, np.inf, np.nan_to_num(excess, nan=-1))))
+            where = np.unravel_index(worst, g.shape) if g.ndim else ()
+            return (
+                f"output {k}: {int(np.count_nonzero(bad))} of {g.size} values off, worst at "
+                f"{list(map(int, where))}: got {g.ravel()[worst]}, reference {w.ravel()[worst]} "
+                f"(atol {case.atol}, rtol {case.rtol})"
+            )
+    return None
 
 
 def run_case(
     case: OpCase, delegate: Delegate, exclusions: Mapping[str, str] | None = None, seed: int = 0
 ) -> CaseResult:
-    """Run one case on ``delegate`` and compare with the CPU reference."""
+    """Run one case on ``delegate`` and compare with the CPU reference.
+
+    ``exclusions`` maps case names, or op names (all of that op's cases), to a reason.
+    """
     exclusions = exclusions or {}
-    if case.name in exclusions:
-        return CaseResult(case.name, case.op, case.dtype, "excluded", exclusions[case.name])
+    for key in (case.name, case.op):
+        if key in exclusions:
+            return CaseResult(case.name, case.op, case.dtype, "excluded", exclusions[key])
+    delegate = _without_partition_limits(delegate)
+
+    def result(status: str, detail: str = "", declared: bool = True) -> CaseResult:
+        return CaseResult(case.name, case.op, case.dtype, status, detail, declared)
+
     content, arrays = build_case(case, seed)
-    probe = Interpreter(model_content=content, experimental_delegates=[delegate])
-    plan = probe.plan()
-    if plan.cpu_nodes():
-        reason = plan.model_rejections.get(plan.delegates[0]) or next(
-            iter(plan.node_reasons.get(plan.delegates[0], {}).values()), "not taken"
-        )
-        return CaseResult(case.name, case.op, case.dtype, "not-claimed", reason)
+    try:
+        plan = Interpreter(model_content=content, experimental_delegates=[delegate]).plan()
+        declared_reason = _declared_reason(delegate.capabilities, plan)
+    except Exception as exc:  # a delegate's own hooks may raise; that is a result
+        return result("error", f"planning raised {type(exc).__name__}: {exc}")
+    name = plan.delegates[0]
+    if not plan.steps:  # the core computed the node before planning; a kit case, not a claim
+        return result("not-claimed", "folded into a constant by the core before planning", False)
+    if 0 not in plan.nodes_of(name):
+        reason = plan.model_rejections.get(name) or plan.node_reasons.get(name, {}).get(0, "")
+        if declared_reason is not None:
+            return result("not-claimed", declared_reason, declared=False)
+        return result("refused", reason or "not taken (no reason given)")
+    note = (
+        ""
+        if declared_reason is None
+        else f" (taken although its declaration rejects it: {declared_reason})"
+    )
     try:
         want = _run(content, arrays, None)
         got = _run(content, arrays, delegate)
     except Exception as exc:  # a crashing delegate is a result to report, not a crash
-        return CaseResult(case.name, case.op, case.dtype, "error", f"{type(exc).__name__}: {exc}")
-    for k, (g, w) in enumerate(zip(got, want)):
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return CaseResult(
-                case.name,
-                case.op,
-                case.dtype,
-                "fail",
-                f"output {k}: got {g.dtype}{list(g.shape)}, reference {w.dtype}{list(w.shape)}",
-            )
-        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
-        limit = case.atol + case.rtol * np.abs(w.astype(np.float64))
-        if np.any(diff > limit):
-            worst = int(np.argmax(diff - limit))
-            return CaseResult(
-                case.name,
-                case.op,
-                case.dtype,
-                "fail",
-                f"output {k}: max |diff| {diff.max():.3g} at flat index {worst} "
-                f"(got {g.ravel()[worst]}, reference {w.ravel()[worst]}; "
-                f"atol {case.atol}, rtol {case.rtol})",
-            )
-    return CaseResult(case.name, case.op, case.dtype, "pass")
+        return result("error", f"{type(exc).__name__}: {exc}{note}", declared_reason is None)
+    problem = _compare(case, got, want)
+    if problem is not None:
+        return result("fail", problem + note, declared_reason is None)
+    return result("pass", note.strip(" ()"), declared_reason is None)
+
+
+def _op_report(
+    op: str, declared: bool, results: list[CaseResult], excluded_op: str | None
+) -> OpReport:
+    def count(*statuses: str) -> int:
+        return sum(r.status in statuses for r in results)
+
+    passed, failed, refused = count("pass"), count("fail", "error"), count("refused")
+    refusals = tuple(dict.fromkeys(r.detail for r in results if r.status == "refused"))
+    counts = (passed, failed, refused, count("not-claimed"), count("excluded"))
+    if failed:
+        names = ", ".join(r.case for r in results if r.status in ("fail", "error"))
+        verdict, detail = "fail", f"wrong or crashed on {names}"
+    elif excluded_op is not None:
+        verdict, detail = "excluded", excluded_op
+    elif not declared:
+        verdict, detail = "undeclared", "taken by the delegate but absent from its declaration"
+    elif passed:
+        verdict, detail = "ok", ""
+    elif refused:
+        verdict = "all-refused"
+        detail = f"declared, but every case inside the declaration was refused: {refusals[0]}"
+    elif op in KIT_GAPS:
+        verdict, detail = "no-kit-case", KIT_GAPS[op]
+    else:
+        outside = [r for r in results if r.status == "not-claimed"]
+        why = f"; e.g. {outside[0].case}: {outside[0].detail}" if outside else ""
+        verdict = "never-exercised"
+        detail = (
+            f"declared, but no case falls inside the declaration ({len(results)} case(s) of "
+            f"{op}{why}); add a case (run_conformance(cases=...)) or exclude the op with a reason"
+        )
+    return OpReport(op, declared, *counts, verdict=verdict, detail=detail, refusals=refusals)
+
+
+def summarize(
+    delegate: Delegate,
+    results: Iterable[CaseResult],
+    exclusions: Mapping[str, str] | None = None,
+) -> ConformanceReport:
+    """Per-op verdicts for the ops ``delegate`` declares and the ops it took."""
+    results = tuple(results)
+    exclusions = exclusions or {}
+    declared = [cap.op for cap in delegate.capabilities.ops]
+    taken = [r.op for r in results if r.status in TAKEN and r.op not in declared]
+    ops = tuple(
+        _op_report(
+            op,
+            op in declared,
+            [r for r in results if r.op == op],
+            exclusions.get(op),
+        )
+        for op in dict.fromkeys([*declared, *taken])
+    )
+    return ConformanceReport(delegate.name, results, ops)
 
 
 def run_conformance(
-    delegate: Delegate, exclusions: Mapping[str, str] | None = None, cases: Iterable[OpCase] = CASES
-) -> list[CaseResult]:
-    """Every case, in order; a case the delegate does not claim is reported, not failed."""
-    return [run_case(case, delegate, exclusions) for case in cases]
-
-
-def results_as_dicts(results: Iterable[CaseResult]) -> list[dict[str, Any]]:
-    return [asdict(r) for r in results]
+    delegate: Delegate,
+    exclusions: Mapping[str, str] | None = None,
+    cases: Iterable[OpCase] = CASES,
+    seed: int = 0,
+) -> ConformanceReport:
+    """Every case in order, then the per-op verdicts; see :class:`ConformanceReport`."""
+    results = [run_case(case, delegate, exclusions, seed) for case in cases]
+    return summarize(delegate, results, exclusions)

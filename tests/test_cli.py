@@ -8,12 +8,26 @@ import json
 import re
 import subprocess
 import sys
+import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
 
-from offload import Availability
+from offload import (
+    Availability,
+    Capabilities,
+    Delegate,
+    DelegateFlag,
+    DelegateOptions,
+    DelegateProvider,
+    ModelTypeSupport,
+    OpCapability,
+    hookimpl,
+    reload_plugins,
+)
 from offload._cli import main
 from offload._plugins import plugin_manager
 from offload.model import ModelBuilder
@@ -468,3 +482,105 @@ def test_python_m_offload_runs_diff_in_a_subprocess(tiny: Path) -> None:
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.splitlines()[-1].startswith("error: model 'nope.tflite'")
+
+
+# -- delegate option flags and the auto rule -------------------------------------------------
+
+
+class ToyOptions(DelegateOptions):
+    accumulate: Literal["float32", "float16"] = "float32"
+
+
+class Toy(Delegate):
+    name = "toy"
+    Options = ToyOptions
+    CAPABILITIES = Capabilities(
+        ops=(OpCapability(op="ADD"),),
+        model_types={
+            t: ModelTypeSupport(support="yes")
+            for t in ("float32", "float16", "dynamic_range", "int8", "qat")
+        },
+    )
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """One installed plugin, 'toy', with --use_toy and --toy_accumulate."""
+    module = types.ModuleType("fake_toy_plugin")
+    module.offload_register_delegates = hookimpl(lambda: [Toy])  # type: ignore[attr-defined]
+    provider = DelegateProvider(
+        delegate="toy",
+        enable_flag="--use_toy",
+        flags=(DelegateFlag(flag="--toy_accumulate", option="accumulate"),),
+    )
+    module.offload_delegate_providers = hookimpl(lambda: [provider])  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_toy_plugin", module)
+    eps = [importlib.metadata.EntryPoint("toy", "fake_toy_plugin", "offload.delegates")]
+    monkeypatch.setattr("offload._plugins._entry_points", lambda: eps)
+    reload_plugins()
+    yield
+    reload_plugins()
+
+
+def test_option_flags_apply_to_a_delegate_named_with_delegate(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--delegate X --X_option v` sets the option, as `--use_X --X_option v` does."""
+    for select in (["--delegate", "toy"], ["--use_toy"]):
+        code, report = run_json(capsys, "check", str(tiny), *select, "--toy_accumulate", "float16")
+        assert code == 0
+        assert report["plan"]["delegates"]["toy"]["options"] == {"accumulate": "float16"}
+
+
+def test_invalid_option_value_is_a_usage_error_naming_the_flag(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A value the delegate's Options refuse exits 2, naming the flag and the allowed values."""
+    assert main(["check", str(tiny), "--delegate", "toy", "--toy_accumulate", "float128"]) == 2
+    err = capsys.readouterr().err
+    assert "--toy_accumulate" in err and "float128" in err
+    assert "float32" in err and "float16" in err
+
+
+def test_option_flag_without_its_delegate_names_the_enable_flag(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An option flag for a delegate not selected is an error saying which flag selects it."""
+    assert main(["check", str(tiny), "--toy_accumulate", "float16"]) == 2
+    err = capsys.readouterr().err
+    assert "--toy_accumulate" in err and "--use_toy or --delegate toy" in err
+    assert main(["check", str(tiny), "--delegate", "auto", "--toy_accumulate", "float16"]) == 2
+    assert "--delegate auto plans every delegate with its default options" in (
+        capsys.readouterr().err
+    )
+
+
+def test_check_auto_prints_the_cost_reasoning(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`offload check --delegate auto` shows the cost of each candidate plan in text mode."""
+    assert main(["check", str(tiny), "--delegate", "auto"]) == 0
+    out = capsys.readouterr().out
+    assert "Auto choice: cpu" in out  # one small partition costs more than it saves
+    assert "cost = cpu_nodes + delegated_nodes / expected_speedup" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    assert rows["cpu"][-1] == "3" and rows["toy"][-1] == "8"  # 2 CPU + 1/1 + 1 partition * 5
+
+
+def test_plugin_failing_to_add_commands_is_contained(
+    toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plugin whose offload_add_commands raises (even SystemExit) only loses its commands."""
+
+    class Broken:
+        @hookimpl
+        def offload_add_commands(self, subparsers: argparse._SubParsersAction) -> None:
+            raise SystemExit(5)
+
+    pm = plugin_manager().pm
+    pm.register(Broken(), name="broken-commands")
+    try:
+        with pytest.warns(UserWarning, match='"broken-commands" failed to add its commands'):
+            assert main(["delegates", "--json"]) == 0
+    finally:
+        pm.unregister(name="broken-commands")

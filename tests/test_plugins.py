@@ -26,10 +26,11 @@ from offload import (
     OpCapability,
 )
 from offload._cli import main as cli_main
-from offload._plugins import _entry_points, plugin_manager
+from offload._plugins import PluginRecord, _entry_points, plugin_manager
 from offload.errors import (
     DelegateUnavailableError,
     PluginError,
+    PluginHookError,
     PluginImportError,
 )
 from offload.model.builder import ModelBuilder
@@ -314,6 +315,7 @@ def test_plugin_failing_in_a_hook_is_contained(fake_plugins, monkeypatch, capsys
         records = {r.name: r for r in offload.list_plugins()}
     record = records["hooked"]
     assert record.status == "invalid" and type(record.exception).__name__ == kind
+    assert record.error.endswith("(raised by hook offload_register_delegates)")
     assert "offload_register_delegates" in record.traceback
     assert plugin_manager().pm.get_plugin("hooked") is None  # unregistered again
     with pytest.raises(PluginImportError, match='"hooked" failed to load') as info:
@@ -390,3 +392,86 @@ def test_real_install_and_uninstall_of_dummy(tmp_path: Path) -> None:
     assert listed() == "['cpu', 'dummy']"
     subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "offload-dummy"], check=True)
     assert listed() == "['cpu']"
+
+
+# -- hooks are checked against the hookspecs and called through pluggy ------------------------
+
+
+def _module_with(name: str, **functions: object) -> types.ModuleType:
+    module = types.ModuleType(name)
+    for attr, value in functions.items():
+        setattr(module, attr, value)
+    return module
+
+
+def _invalid_record(name: str) -> PluginRecord:
+    with pytest.warns(UserWarning, match=f'plugin "{name}" is invalid'):
+        records = {r.name: r for r in offload.list_plugins()}
+    return records[name]
+
+
+def test_hook_without_hookimpl_marker_makes_the_plugin_invalid(fake_plugins, monkeypatch) -> None:
+    """An offload_* function lacking @offload.hookimpl is an error, not a silent empty plugin."""
+    plain = _module_with("plain", offload_register_delegates=lambda: [_delegate("plain")])
+    _install(monkeypatch, fake_plugins, "plain", plain)
+    record = _invalid_record("plain")
+    assert isinstance(record.exception, PluginHookError)
+    assert "offload_register_delegates not marked with @offload.hookimpl" in record.error
+    assert offload.list_delegates() == []
+
+
+def test_misspelt_hook_is_reported_with_a_suggestion(fake_plugins, monkeypatch) -> None:
+    """A hook name no spec has fails check_pending; the error suggests the close spec name."""
+    typo = offload.hookimpl(lambda: [_delegate("typo")])
+    _install(monkeypatch, fake_plugins, "typo", _module_with("t", offload_register_delegate=typo))
+    record = _invalid_record("typo")
+    assert "unknown hook 'offload_register_delegate'" in record.error
+    assert "did you mean 'offload_register_delegates'" in record.error
+    assert plugin_manager().pm.get_plugin("typo") is None
+
+
+def test_hook_argument_the_spec_lacks_names_plugin_hook_and_argument(
+    fake_plugins, monkeypatch
+) -> None:
+    """pluggy's signature check runs at registration; the error names plugin, hook, argument."""
+
+    @offload.hookimpl
+    def offload_register_delegates(device):  # noqa: ANN001, ANN202
+        return []
+
+    module = _module_with("arg", offload_register_delegates=offload_register_delegates)
+    _install(monkeypatch, fake_plugins, "arg", module)
+    error = _invalid_record("arg").error
+    assert "'arg'" in error and "offload_register_delegates" in error and "device" in error
+    assert plugin_manager().pm.get_plugin("arg") is None
+
+
+def test_each_plugin_s_results_are_attributed_to_it(fake_plugins, monkeypatch) -> None:
+    """Hooks are called per plugin: every delegate records the plugin that returned it."""
+    _install(monkeypatch, fake_plugins, "one", _plugin_module("one", _delegate("d1")))
+    _install(monkeypatch, fake_plugins, "two", _plugin_module("two", _delegate("d2")))
+    assert {d.name: d.plugin for d in offload.list_delegates()} == {"d1": "one", "d2": "two"}
+
+
+def test_provider_flag_for_a_missing_option_makes_the_plugin_invalid(
+    fake_plugins, monkeypatch
+) -> None:
+    """A provider's flag must set an option the delegate's Options has."""
+    provider = offload.DelegateProvider(
+        delegate="flagged",
+        enable_flag="--use_flagged",
+        flags=(offload.DelegateFlag(flag="--flagged_speed", option="speed"),),
+    )
+    module = _plugin_module("flagged", _delegate("flagged"))
+    module.offload_delegate_providers = offload.hookimpl(lambda: [provider])  # type: ignore[attr-defined]
+    _install(monkeypatch, fake_plugins, "flagged", module)
+    error = _invalid_record("flagged").error
+    assert "--flagged_speed sets option 'speed'" in error and "min_nodes_per_partition" in error
+
+
+def test_external_delegate_hooks_are_checked_the_same_way(tmp_path: Path) -> None:
+    """load_delegate('file.py') refuses an unmarked offload_* function like an installed plugin."""
+    source = tmp_path / "unmarked_delegate.py"
+    source.write_text("def offload_register_delegates():\n    return []\n")
+    with pytest.raises(PluginHookError, match="not marked with @offload.hookimpl"):
+        offload.load_delegate(str(source))

@@ -10,6 +10,9 @@ The rule, so that it can be tested and explained:
    alone costs ``node_count``.
 3. The cheapest plan wins; ties go to the CPU. So a plan that splits the graph into many small
    partitions loses to the CPU, as LiteRT's documentation warns it usually does in practice.
+
+The rule is documented for users and delegate authors in docs/delegate-authors.md; the figures
+behind one choice are ``Interpreter.auto_selection`` and ``offload check --delegate auto``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ if TYPE_CHECKING:
     from offload._delegate import Delegate
     from offload._graph import Model
 
-__all__ = ["choose_delegates", "plan_cost"]
+__all__ = ["choose_delegates", "plan_cost", "COST_FORMULA"]
+
+COST_FORMULA = "cpu_nodes + delegated_nodes / expected_speedup + partitions * partition_overhead"
 
 
 def plan_cost(
@@ -66,12 +71,22 @@ def choose_delegates(model: Model) -> tuple[list[Delegate], dict[str, Any]]:
         cost = plan_cost(
             n, len(plan.cpu_nodes()), sizes, caps.expected_speedup, caps.partition_overhead
         )
-        entry.update({"partitions": len(sizes), "delegated_nodes": sum(sizes), "cost": cost})
+        entry.update(
+            {
+                "partitions": len(sizes),
+                "delegated_nodes": sum(sizes),
+                "cpu_nodes": len(plan.cpu_nodes()),
+                "expected_speedup": caps.expected_speedup,
+                "partition_overhead": caps.partition_overhead,
+                "cost": cost,
+            }
+        )
         if cost < best[0]:
             best = (cost, delegate)
     chosen = [best[1]] if best[1] is not None else []
     summary = {
         "rule": "lowest estimated cost; CPU alone costs one unit per node",
+        "formula": COST_FORMULA,
         "cpu_cost": float(n),
         "considered": considered,
         "chosen": [d.name for d in chosen] or ["cpu"],

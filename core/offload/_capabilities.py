@@ -1,21 +1,43 @@
 """What a delegate declares it can run, as validated data.
 
-Capabilities are pydantic models so that a malformed declaration fails when the plugin is
-loaded (with the plugin's name), and so that the capability matrix, ``offload delegates`` and
-the partitioner all read the same facts.
+Capabilities are pydantic models so that a malformed declaration fails where it is written,
+with the op and the field named (:class:`~offload.errors.CapabilityDeclarationError`), and so
+that the capability matrix, ``offload delegates`` and the partitioner all read the same facts.
+Every field, its matching rule and an example are in docs/delegate-authors.md.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import tflite
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from tflite.utils import BUILTIN_OPCODE2NAME
 
 from offload._graph import MODEL_TYPES, ModelType, Node, Subgraph
+from offload._schema import OptionField, enum_values, option_field_map, options_type_for
+from offload.errors import CapabilityDeclarationError
 
-__all__ = ["OpCapability", "ModelTypeSupport", "Capabilities", "check_node", "DTYPE_NAMES"]
+__all__ = [
+    "OpCapability",
+    "ModelTypeSupport",
+    "Capabilities",
+    "check_node",
+    "DTYPE_NAMES",
+    "FUSED_ACTIVATION_NAMES",
+    "describe_validation_error",
+]
 
 DTYPE_NAMES = (
     "float32",
@@ -32,10 +54,85 @@ DType = Literal[
     "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"
 ]
 _BUILTIN_NAMES = set(BUILTIN_OPCODE2NAME.values())
+# TFLite's ActivationFunctionType names, the only values a node's fused activation can have.
+# SIGMOID is LiteRT's C-level kTfLiteActSigmoid, listed by its GPU delegate; the flatbuffer
+# schema cannot hold it, so declaring it is allowed (it mirrors LiteRT's list) but never matches.
+FUSED_ACTIVATION_NAMES = (*enum_values(tflite.ActivationFunctionType), "SIGMOID")
+_COLLECTIONS = (tuple, list, set, frozenset)
 
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, /, **data: Any) -> None:
+        # A plugin builds these at import time: turn pydantic's report into one typed error
+        # naming the op and the field, instead of an import error with raw validation text.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise CapabilityDeclarationError(
+                describe_validation_error(exc, data, type(self).__name__)
+            ) from None
+
+
+def describe_validation_error(exc: ValidationError, data: Any, what: str) -> str:
+    """One line per problem, each naming the op (where there is one) and the field."""
+    problems = []
+    for err in exc.errors():
+        cause = err.get("ctx", {}).get("error")
+        if isinstance(cause, CapabilityDeclarationError):  # a nested OpCapability, already named
+            problems.append(str(cause))
+            continue
+        loc = list(err["loc"])
+        subject = what
+        if what == "OpCapability" and isinstance(data, Mapping) and "op" in data:
+            subject = f"OpCapability {data['op']!r}"
+        elif len(loc) >= 2 and loc[0] == "ops" and isinstance(loc[1], int):
+            subject = f"capability of op {_op_at(data, loc[1])}"
+            loc = loc[2:]
+        # Errors of a whole-object check have no location; their text starts with the field.
+        field = "".join(f"{p}: " for p in [".".join(str(p) for p in loc)] if p)
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        found = "" if err["type"].startswith("value_error") else f", found {err['input']!r}"
+        problems.append(f"{subject}: {field}{msg}{found}")
+    return "; ".join(problems)
+
+
+def _op_at(data: Any, index: int) -> str:
+    ops = data.get("ops") if isinstance(data, Mapping) else getattr(data, "ops", None)
+    try:
+        item = ops[index]  # type: ignore[index]
+    except (TypeError, IndexError, KeyError):
+        return f"#{index}"
+    op = item.get("op") if isinstance(item, Mapping) else getattr(item, "op", None)
+    return repr(op) if op is not None else f"#{index}"
+
+
+@functools.cache
+def _option_fields(op: str) -> dict[str, OptionField]:
+    """The node-options fields ``op`` has, by the names ``node.options`` uses."""
+    type_name = options_type_for(op)
+    if type_name is None or not hasattr(tflite, type_name):
+        return {}
+    return {n: f for n, f in option_field_map(type_name).items() if f.kind != "table"}
+
+
+def _allowed(want: Any) -> tuple[Any, ...]:
+    return want if isinstance(want, tuple) else (want,)
+
+
+def _matches(found: Any, want: Any) -> bool:
+    # The schema stores float options as float32: compare at that precision, so that a
+    # declared 0.1 matches the 0.1 a converter wrote.
+    if isinstance(found, float) and isinstance(want, (int, float)) and not isinstance(want, bool):
+        return bool(np.float32(found) == np.float32(want))
+    return bool(found == want)
+
+
+def _one_of(allowed: tuple[Any, ...]) -> str:
+    if len(allowed) == 1:
+        return repr(allowed[0])
+    return f"one of {list(allowed)}"
 
 
 class OpCapability(_Frozen):
@@ -44,15 +141,26 @@ class OpCapability(_Frozen):
     Every limit here is checked by the core, which turns a failed check into a named reason
     (``"max_rank: input 0 has rank 5, at most 4 supported"``). Limits that data cannot express
     go in ``constraints`` as text and are enforced by the delegate's ``check_node``.
+
+    ``op``: the builtin op name (``"CONV_2D"``). ``versions``: the inclusive range of op
+    versions taken. ``dtypes``: the dtypes of the tensors the delegate reads at run time (every
+    input that is not a constant; constants are the delegate's to transform at init) and, unless
+    ``output_dtypes`` is given, of every output it writes. ``max_rank``: the highest rank of a
+    runtime input. ``fused_activations``: the fused activations taken (None: any).
+    ``constant_inputs``: input positions that must be constants. ``max_inputs``: the most
+    present inputs. ``broadcast``: False requires the runtime inputs to have one shape.
+    ``options``: node-options field -> the allowed value, or a tuple/list/set of allowed values
+    (for a vector field, a list of allowed tuples). ``constraints``: the rest, as text.
     """
 
     op: str
     versions: tuple[int, int] = (1, 1)
     dtypes: tuple[DType, ...] = ("float32",)
-    max_rank: int | None = None
+    output_dtypes: tuple[DType, ...] | None = None
+    max_rank: NonNegativeInt | None = None
     fused_activations: tuple[str, ...] | None = None
-    constant_inputs: tuple[int, ...] = ()
-    max_inputs: int | None = None
+    constant_inputs: tuple[NonNegativeInt, ...] = ()
+    max_inputs: NonNegativeInt | None = None
     broadcast: bool = True
     options: dict[str, Any] = Field(default_factory=dict)
     constraints: tuple[str, ...] = ()
@@ -61,7 +169,7 @@ class OpCapability(_Frozen):
     @classmethod
     def _known_op(cls, op: str) -> str:
         if op not in _BUILTIN_NAMES:
-            raise ValueError(f"unknown builtin op {op!r}")
+            raise ValueError(f"expected a TFLite builtin op name such as 'CONV_2D', found {op!r}")
         return op
 
     @field_validator("versions")
@@ -74,8 +182,86 @@ class OpCapability(_Frozen):
             )
         return versions
 
+    @field_validator("dtypes")
+    @classmethod
+    def _some_dtype(cls, dtypes: tuple[str, ...]) -> tuple[str, ...]:
+        if not dtypes:
+            raise ValueError("expected at least one dtype, found none (the op could never run)")
+        return dtypes
+
+    @field_validator("fused_activations")
+    @classmethod
+    def _known_activations(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        unknown = [n for n in names or () if n not in FUSED_ACTIVATION_NAMES]
+        if unknown:
+            raise ValueError(
+                f"expected TFLite fused activation names among {list(FUSED_ACTIVATION_NAMES)}, "
+                f"found {unknown}"
+            )
+        return names
+
+    @field_validator("constant_inputs")
+    @classmethod
+    def _distinct_positions(cls, positions: tuple[int, ...]) -> tuple[int, ...]:
+        if len(set(positions)) != len(positions):
+            raise ValueError(f"expected distinct input positions, found {list(positions)}")
+        return positions
+
+    @field_validator("options")
+    @classmethod
+    def _normalise_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        # Lists and sets become tuples, so that one rule (a tuple lists allowed values) matches,
+        # and a set's order (hash-dependent) does not leak into messages.
+        normalised: dict[str, Any] = {}
+        for key, want in options.items():
+            if isinstance(want, _COLLECTIONS):
+                items = list(want)
+                if isinstance(want, (set, frozenset)):
+                    try:
+                        items = sorted(items)
+                    except TypeError:
+                        pass
+                if not items:
+                    raise ValueError(f"{key}: expected at least one allowed value, found none")
+                want = tuple(tuple(v) if isinstance(v, list) else v for v in items)
+            normalised[key] = want
+        return normalised
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OpCapability:
+        if self.max_inputs is not None:
+            beyond = [p for p in self.constant_inputs if p >= self.max_inputs]
+            if beyond:
+                raise ValueError(
+                    f"constant_inputs: positions {beyond} are beyond max_inputs="
+                    f"{self.max_inputs} (positions count from 0)"
+                )
+        fields = _option_fields(self.op)
+        if self.fused_activations is not None and "fused_activation_function" not in fields:
+            raise ValueError(
+                f"fused_activations: {self.op} has no fused activation "
+                "(its options have no fused_activation_function field)"
+            )
+        for key, want in self.options.items():
+            if key not in fields:
+                have = sorted(fields) or "none"
+                raise ValueError(f"options: {self.op} has no option {key!r} (its options: {have})")
+            allowed = _allowed(want)
+            if fields[key].kind == "vector" and not all(isinstance(v, tuple) for v in allowed):
+                raise ValueError(
+                    f"options: {key} is a vector field; declare its allowed values as a list "
+                    f"of tuples, e.g. [(1, 2)], found {want!r}"
+                )
+            names = list(fields[key].choices)
+            bad = [v for v in allowed if names and v not in names]
+            if bad:
+                raise ValueError(f"options: {key} takes {names}, found {bad}")
+        return self
+
 
 class ModelTypeSupport(_Frozen):
+    """Whether a delegate takes models of one type: "yes", "no" or "partial", and why."""
+
     support: Literal["yes", "no", "partial"]
     reason: str = ""
 
@@ -128,8 +314,9 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
         return f"op version {node.version} is outside the supported range {lo}-{hi}"
     tensors = subgraph.tensors
     inputs = [tensors[i] if i >= 0 else None for i in node.inputs]
-    if cap.max_inputs is not None and len([t for t in inputs if t is not None]) > cap.max_inputs:
-        return f"max_inputs: {len(inputs)} inputs, at most {cap.max_inputs} supported"
+    present = len([t for t in inputs if t is not None])
+    if cap.max_inputs is not None and present > cap.max_inputs:
+        return f"max_inputs: {present} inputs, at most {cap.max_inputs} supported"
     for pos in cap.constant_inputs:
         if pos < len(inputs) and inputs[pos] is not None and not inputs[pos].is_constant:
             return f"constant_inputs: input {pos} must be a constant, found a runtime tensor"
@@ -142,10 +329,15 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
             return (
                 f"max_rank: input {pos} has rank {len(t.shape)}, at most {cap.max_rank} supported"
             )
+    out_field, out_dtypes = (
+        ("dtype", cap.dtypes) if cap.output_dtypes is None else ("output_dtypes", cap.output_dtypes)
+    )
     for pos, i in enumerate(node.outputs):
-        t = tensors[i]
-        if _dtype_name(t.dtype) not in cap.dtypes:
-            return f"dtype: output {pos} is {_dtype_name(t.dtype)}, supported {list(cap.dtypes)}"
+        if i < 0:
+            continue
+        name = _dtype_name(tensors[i].dtype)
+        if name not in out_dtypes:
+            return f"{out_field}: output {pos} is {name}, supported {list(out_dtypes)}"
     if cap.fused_activations is not None:
         act = node.options.get("fused_activation_function")
         if act is not None and act not in cap.fused_activations:
@@ -156,6 +348,7 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
             return f"broadcast: inputs must have equal shapes, found {sorted(shapes)}"
     for key, want in cap.options.items():
         found = node.options.get(key)
-        if found != want:
-            return f"options: {key} must be {want!r}, found {found!r}"
+        allowed = _allowed(want)
+        if not any(_matches(found, w) for w in allowed):
+            return f"options: {key} must be {_one_of(allowed)}, found {found!r}"
     return None

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 
 from offload import _demo
-from offload._plugins import plugin_manager
+from offload._plugins import call_hook, plugin_manager
 from offload.errors import OffloadError
 from offload.tools import _benchmark, _check, _classify, _delegates, _diff
 from offload.tools._common import EXIT_USAGE
@@ -24,14 +24,17 @@ __all__ = ["main", "build_parser"]
 
 
 def _add_plugin_commands(subparsers: argparse._SubParsersAction) -> None:
-    hook = plugin_manager().pm.hook.offload_add_commands
-    for impl in hook.get_hookimpls():
+    """Each loaded plugin's ``offload_add_commands``, through the one hook path of _plugins."""
+    pm = plugin_manager().pm
+    for name, _ in pm.list_name_plugin():  # only plugins that loaded stay registered
         try:
-            impl.function(subparsers=subparsers)
-        except Exception as exc:  # one broken plugin must not take the command line down
+            call_hook(pm, name, "offload_add_commands", subparsers=subparsers)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # one broken plugin must not take the command line down
             warnings.warn(
-                f'offload plugin "{impl.plugin_name}" failed to add its commands: '
-                f"{type(exc).__name__}: {exc}",
+                f'offload plugin "{name}" failed to add its commands: '
+                f"{type(exc).__name__}: {exc} (raised by hook offload_add_commands)",
                 stacklevel=2,
             )
 

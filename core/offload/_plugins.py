@@ -17,15 +17,26 @@ Policy (tested in tests/test_plugins.py):
 * ``OFFLOAD_DISABLE_PLUGIN_AUTOLOAD=1`` loads no plugin, except those named in
   ``OFFLOAD_PLUGINS=a,b``; with auto-loading on, ``OFFLOAD_PLUGINS`` restricts loading to
   the named ones. The CPU reference is not a plugin and cannot be disabled.
+* Hooks are checked against :mod:`offload.hookspecs` when a plugin registers, as pytest
+  does with its plugins, but stricter: a module-level function named ``offload_*`` that lacks
+  ``@offload.hookimpl`` makes the plugin invalid (pytest would still call it by name), as does
+  a misspelt hook name (pytest's ``check_pending`` error: "unknown hook") or an argument the
+  spec lacks. Either would otherwise give a plugin that "loads" and provides nothing.
+* Every hook is called one way, through pluggy, one plugin at a time (:func:`call_hook`), so
+  that each result is attributed to its plugin and a failing plugin fails alone.
+* A capability declaration that cannot be valid (raised while the plugin imports, or returned
+  by its hook) makes the plugin invalid, with the op and the field named.
 * ``load_delegate("path/to/file.py" | "package.module")`` loads a delegate that is not
-  installed, like LiteRT's ``--external_delegate_path``.
+  installed, like LiteRT's ``--external_delegate_path``, with the same hook checks.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -40,13 +51,14 @@ import pluggy
 from pydantic import ValidationError
 
 from offload import hookspecs
-from offload._capabilities import Capabilities
+from offload._capabilities import Capabilities, describe_validation_error
 from offload._delegate import Availability, Delegate, DelegateOptions
 from offload._providers import DelegateProvider
 from offload.errors import (
     CapabilityDeclarationError,
     DelegateUnavailableError,
     PluginError,
+    PluginHookError,
     PluginImportError,
 )
 
@@ -61,11 +73,13 @@ __all__ = [
     "load_delegate",
     "delegate_class",
     "delegate_providers",
+    "call_hook",
 ]
 
 ENTRY_POINT_GROUP = "offload.delegates"
 DISABLE_AUTOLOAD_ENV = "OFFLOAD_DISABLE_PLUGIN_AUTOLOAD"
 PLUGINS_ENV = "OFFLOAD_PLUGINS"
+HOOK_PREFIX = "offload_"
 
 
 @dataclass(frozen=True)
@@ -93,10 +107,12 @@ class PluginRecord:
     exception: BaseException | None = field(default=None, repr=False, compare=False)
     traceback: str = field(default="", repr=False, compare=False)
 
-    def fail(self, status: str, exc: BaseException) -> None:
-        """Record ``exc`` as why this plugin did not load."""
+    def fail(self, status: str, exc: BaseException, hook: str = "") -> None:
+        """Record ``exc`` (raised by ``hook``, if given) as why this plugin did not load."""
         self.status = status
         self.error = str(exc) if isinstance(exc, PluginError) else _describe(exc)
+        if hook and not isinstance(exc, PluginError):
+            self.error += f" (raised by hook {hook})"
         self.exception = exc
         self.traceback = "".join(traceback.format_exception(exc))
 
@@ -107,10 +123,15 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _new_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
 class _Registry:
     def __init__(self) -> None:
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
-        self.pm.add_hookspecs(hookspecs)
+        self.pm = _new_manager()
         self.plugins: dict[str, PluginRecord] = {}
         self.delegates: dict[str, DelegateRecord] = {}
         self.providers: list[DelegateProvider] = []
@@ -150,8 +171,10 @@ def _validate_delegate(cls: Any, plugin: str) -> type[Delegate]:
         try:
             cls.CAPABILITIES = Capabilities.model_validate(caps)
         except ValidationError as exc:
+            problems = describe_validation_error(exc, caps, "Capabilities")
             raise CapabilityDeclarationError(
-                f"plugin {plugin!r}: delegate {cls.name!r} declares malformed capabilities: {exc}"
+                f"plugin {plugin!r}: delegate {cls.name!r} declares invalid capabilities: "
+                f"{problems}"
             ) from None
     elif not isinstance(caps, Capabilities):
         raise CapabilityDeclarationError(
@@ -179,29 +202,142 @@ def _availability(cls: type[Delegate]) -> Availability:
     return result
 
 
-def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
-    registered = False
+def _hook_names() -> list[str]:
+    return sorted(n for n in vars(hookspecs) if n.startswith(HOOK_PREFIX))
+
+
+def register_checked(pm: pluggy.PluginManager, obj: Any, name: str) -> None:
+    """Register ``obj`` as plugin ``name`` with its hooks checked against the hookspecs.
+
+    Raises :class:`PluginHookError` naming the plugin, the hook and the argument; ``obj`` is
+    then not registered.
+    """
+    unmarked = [
+        attr
+        for attr in dir(obj)
+        if attr.startswith(HOOK_PREFIX)
+        and inspect.isroutine(getattr(obj, attr, None))
+        and pm.parse_hookimpl_opts(obj, attr) is None
+    ]
+    if unmarked:
+        raise PluginHookError(
+            f"plugin {name!r}: {', '.join(unmarked)} not marked with @offload.hookimpl "
+            f"(names starting with {HOOK_PREFIX!r} are reserved for hooks; mark the function "
+            "or rename it)"
+        )
     try:
-        # Inside the try: pluggy refuses malformed hookimpls and a second plugin of one name.
-        reg.pm.register(obj, name=record.name)
-        registered = True
-        classes = _call_one(obj, "offload_register_delegates")
+        pm.register(obj, name=name)
+    except pluggy.PluginValidationError as exc:
+        # pluggy may have half-registered the plugin before finding the bad hook.
+        if pm.has_plugin(name):
+            pm.unregister(name=name)
+        raise PluginHookError(f"plugin {name!r}: {' '.join(str(exc).split())}") from exc
+    unknown = sorted(
+        caller.name
+        for caller in pm.get_hookcallers(obj) or []
+        if caller.spec is None
+        and any(i.plugin is obj and not i.optionalhook for i in caller.get_hookimpls())
+    )
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        pm.unregister(name=name)
+        if not unknown:
+            raise PluginHookError(f"plugin {name!r}: {' '.join(str(exc).split())}") from exc
+        hints = []
+        for hook in unknown:
+            close = difflib.get_close_matches(hook, _hook_names(), n=1)
+            hints.append(f"{hook!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise PluginHookError(
+            f"plugin {name!r}: unknown hook {', '.join(hints)}; offload's hooks are {_hook_names()}"
+        ) from exc
+
+
+def call_hook(pm: pluggy.PluginManager, plugin: str, hook: str, **kwargs: Any) -> list[Any]:
+    """The results of ``hook`` from plugin ``plugin`` alone, called through pluggy.
+
+    The one way offload calls a hook: per plugin, so that results are attributed to it and an
+    exception is that plugin's alone. Each result that is a list or tuple is flattened.
+    """
+    obj = pm.get_plugin(plugin)
+    others = [p for p in pm.get_plugins() if p is not obj]
+    results = pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)
+    flat: list[Any] = []
+    for result in results:
+        if isinstance(result, (list, tuple)):
+            flat.extend(result)
+        else:
+            raise PluginError(
+                f"plugin {plugin!r}: hook {hook} returned {result!r}, expected a list"
+            )
+    return flat
+
+
+def _providers_of(
+    reg: _Registry, record: PluginRecord, found: list[Any], delegates: list[DelegateRecord]
+) -> list[DelegateProvider]:
+    """``found`` as checked DelegateProviders: for this plugin's delegates and their options,
+    with flags no other plugin added."""
+    mine = {d.name: d.cls for d in delegates}
+    taken = {
+        flag: p.delegate
+        for p in reg.providers
+        for flag in (p.enable_flag, *(f.flag for f in p.flags))
+    }
+    providers = []
+    for item in found:
+        try:
+            provider = DelegateProvider.model_validate(item)
+        except ValidationError as exc:
+            problems = describe_validation_error(exc, item, "DelegateProvider")
+            raise CapabilityDeclarationError(
+                f"plugin {record.name!r}: offload_delegate_providers returned an invalid "
+                f"provider: {problems}"
+            ) from None
+        where = f"plugin {record.name!r}: offload_delegate_providers"
+        if provider.delegate not in mine:
+            raise CapabilityDeclarationError(
+                f"{where}: flags for delegate {provider.delegate!r}, expected one of this "
+                f"plugin's delegates {sorted(mine)}"
+            )
+        fields = mine[provider.delegate].Options.model_fields
+        for flag in provider.flags:
+            if flag.option not in fields:
+                raise CapabilityDeclarationError(
+                    f"{where}: {flag.flag} sets option {flag.option!r}, which delegate "
+                    f"{provider.delegate!r} does not have (its options: {sorted(fields)})"
+                )
+        for flag in (provider.enable_flag, *(f.flag for f in provider.flags)):
+            if flag in taken:
+                raise CapabilityDeclarationError(
+                    f"{where}: flag {flag} is already added for delegate {taken[flag]!r}"
+                )
+            taken[flag] = provider.delegate
+        providers.append(provider)
+    return providers
+
+
+def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
+    hook = ""
+    try:
+        register_checked(reg.pm, obj, record.name)
+        hook = "offload_register_delegates"
         records = []
-        for cls in classes:
+        for cls in call_hook(reg.pm, record.name, hook):
             checked = _validate_delegate(cls, record.name)
             records.append(
                 DelegateRecord(
                     checked.name, checked, record.name, checked.version, _availability(checked)
                 )
             )
-        providers = _call_one(obj, "offload_delegate_providers")
-        providers = [DelegateProvider.model_validate(p) for p in providers]
+        hook = "offload_delegate_providers"
+        providers = _providers_of(reg, record, call_hook(reg.pm, record.name, hook), records)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a hook's SystemExit is this plugin's failure, not the host's
-        if registered:
+        if reg.pm.has_plugin(record.name):
             reg.pm.unregister(name=record.name)
-        record.fail("invalid", exc)
+        record.fail("invalid", exc, hook)
         warnings.warn(f'offload plugin "{record.name}" is invalid: {record.error}', stacklevel=3)
         return
     for rec in records:
@@ -216,13 +352,6 @@ def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
         record.delegates.append(rec)
     reg.providers.extend(providers)
     record.status = "loaded"
-
-
-def _call_one(obj: Any, hook_name: str) -> list[Any]:
-    impl = getattr(obj, hook_name, None)
-    if impl is None or not callable(impl):
-        return []
-    return list(impl() or [])
 
 
 def _load() -> _Registry:
@@ -243,6 +372,12 @@ def _load() -> _Registry:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # e.g. sys.exit() at import time: contain it like any error
+            if isinstance(exc, CapabilityDeclarationError):  # imports fine, declares nonsense
+                record.fail("invalid", exc)
+                warnings.warn(
+                    f'offload plugin "{ep.name}" is invalid: {record.error}', stacklevel=3
+                )
+                continue
             record.fail("import-error", exc)
             warnings.warn(
                 f'Error importing offload plugin "{ep.name}" ({dist} {version}): {record.error}',
@@ -309,6 +444,8 @@ def _module_from_path(path: Path) -> ModuleType:
         del sys.modules[module_name]
         if isinstance(exc, KeyboardInterrupt):
             raise
+        if isinstance(exc, CapabilityDeclarationError):
+            raise CapabilityDeclarationError(f'external delegate "{path}": {exc}') from exc
         raise PluginImportError(
             f'Error importing external delegate "{path}": {_describe(exc)}'
         ) from exc
@@ -326,19 +463,30 @@ def _external_delegate_class(target: str) -> type[Delegate]:
             module = importlib.import_module(target)
         except KeyboardInterrupt:
             raise
+        except CapabilityDeclarationError as exc:
+            raise CapabilityDeclarationError(f'external delegate "{target}": {exc}') from exc
         except BaseException as exc:
             raise PluginImportError(
                 f'Error importing external delegate "{target}": {_describe(exc)}'
             ) from exc
-    try:
-        classes = _call_one(module, "offload_register_delegates")
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:
-        raise PluginImportError(
-            f"external delegate {target!r}: offload_register_delegates raised {_describe(exc)}"
-        ) from exc
-    if not classes:
+    # The same checks as an installed plugin's, in a manager of its own: a one-off delegate
+    # is not listed with the installed ones.
+    pm = _new_manager()
+    register_checked(pm, module, target)
+    hook = "offload_register_delegates"
+    classes: list[Any] = []
+    if getattr(pm.hook, hook).get_hookimpls():
+        try:
+            classes = call_hook(pm, target, hook)
+        except KeyboardInterrupt:
+            raise
+        except PluginError:
+            raise
+        except BaseException as exc:
+            raise PluginImportError(
+                f"external delegate {target!r}: {hook} raised {_describe(exc)}"
+            ) from exc
+    else:  # no hook: the module's one Delegate subclass, like LiteRT's external delegate
         classes = [
             v
             for v in vars(module).values()

@@ -24,6 +24,7 @@ __all__ = [
     "DelegateUnavailableError",
     "DelegateOptionsError",
     "CapabilityDeclarationError",
+    "PluginHookError",
     "PartitionError",
     "CpuFallbackError",
     "DelegateError",
@@ -95,7 +96,14 @@ class DelegateOptionsError(PluginError, ValueError):
 
 
 class CapabilityDeclarationError(PluginError, ValueError):
-    """A delegate declared malformed capabilities; the message names the plugin."""
+    """A delegate declared capabilities (or command-line flags) that cannot be valid; the
+    message names the plugin where it is known, the op and the field."""
+
+
+class PluginHookError(PluginError, TypeError):
+    """A plugin's hooks do not match :mod:`offload.hookspecs`: a function named ``offload_*``
+    without ``@offload.hookimpl``, a hook name no spec has, or an argument the spec lacks. The
+    message names the plugin, the hook and the argument."""
 
 
 class PartitionError(OffloadError, ValueError):

@@ -9,7 +9,13 @@ whose functions are marked with :data:`offload.hookimpl`::
     def offload_register_delegates():
         return [MyDelegate]
 
-Hooks are called with keyword arguments; every implementation's results are collected.
+Hooks are called with keyword arguments, through pluggy, one plugin at a time, so that each
+result is attributed to the plugin that returned it. When a plugin registers, its hooks are
+checked against the specs below: a module-level function named ``offload_*`` without
+``@offload.hookimpl``, a name no spec has, or an argument the spec lacks makes the plugin
+invalid, with the plugin, the hook and the argument named. (``@offload.hookimpl(
+optionalhook=True)`` marks a hook for a newer offload that this one may not know.) The guide
+with every declaration field is docs/delegate-authors.md.
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ def offload_register_delegates() -> list[type[Delegate]]:
     """Return the delegate classes this plugin provides.
 
     Each class is checked when the plugin loads: it must subclass :class:`offload.Delegate`,
-    set a non-empty ``name`` and declare valid ``CAPABILITIES``; a malformed declaration is
-    reported with the plugin's name.
+    set a non-empty ``name`` and declare valid ``CAPABILITIES``; a declaration that cannot be
+    valid is reported with the plugin's name, the op and the field.
 
     :return: a list of :class:`offload.Delegate` subclasses.
     """
@@ -51,7 +57,9 @@ def offload_delegate_providers() -> list[DelegateProvider]:
     """Return the command-line flags this plugin adds to every offload tool.
 
     Like LiteRT's delegate providers (``--use_gpu``, ``--gpu_precision_loss_allowed``): one
-    flag switches the delegate on, the others set its options.
+    flag switches the delegate on, the others set its options. Checked at load: each provider
+    is for a delegate this plugin registers, each flag sets a field of that delegate's
+    Options, and no flag is taken by another plugin.
 
     :return: a list of :class:`offload.DelegateProvider`.
     """

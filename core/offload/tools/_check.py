@@ -223,10 +223,39 @@ def print_text(report: dict[str, Any]) -> None:
                     f"    {r['delegate']}: cannot handle {len(r['nodes'])} node(s) "
                     f"[{_ranges(r['nodes'])}]: {r['reason']}"
                 )
+    if "auto" in report:
+        _print_auto(report["auto"])
     if report["cpu_missing_kernels"]:
         print("\nThe CPU reference has no kernel for")
         for op, reason in report["cpu_missing_kernels"].items():
             print(f"  {op}: {reason}")
+
+
+def _print_auto(auto: dict[str, Any]) -> None:
+    """The figures behind ``--delegate auto``'s choice (docs/delegate-authors.md, "auto")."""
+    print(f"\nAuto choice: {', '.join(auto['chosen'])} ({auto['rule']})")
+    print(f"  cost = {auto['formula']}")
+    rows: list[list[Any]] = [["cpu", "", "", "", "", "", f"{auto['cpu_cost']:g}"]]
+    skipped = []
+    for entry in auto["considered"]:
+        if "skipped" in entry:
+            skipped.append(f"  {entry['delegate']}: skipped: {entry['skipped']}")
+            continue
+        rows.append(
+            [
+                entry["delegate"],
+                entry["delegated_nodes"],
+                entry["partitions"],
+                entry["cpu_nodes"],
+                f"{entry['expected_speedup']:g}",
+                f"{entry['partition_overhead']:g}",
+                f"{entry['cost']:g}",
+            ]
+        )
+    headers = ["plan", "delegated", "partitions", "cpu nodes", "speedup", "overhead", "cost"]
+    print(format_table(headers, rows, "  "))
+    if skipped:
+        print("\n".join(skipped))
 
 
 def run(args: argparse.Namespace) -> int:

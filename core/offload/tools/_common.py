@@ -20,6 +20,7 @@ from offload._plugins import (
     _external_delegate_class,
     delegate_class,
     delegate_providers,
+    list_delegates,
     load_delegate,
     plugin_manager,
 )
@@ -75,21 +76,25 @@ def add_delegate_args(parser: argparse.ArgumentParser) -> None:
         help="an installed delegate to use, in priority order (repeatable); 'auto' picks by the "
         "capability matrix",
     )
-    add_provider_flags(parser, delegate_providers())
+    options = {record.name: record.cls.Options for record in list_delegates()}
+    add_provider_flags(parser, delegate_providers(), options)
 
 
 def requested_delegates(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
-    """(name or path, options) pairs: ``--delegate`` names first, then the plugin flags."""
-    chosen: list[tuple[str, dict[str, Any]]] = [(n, {}) for n in getattr(args, "delegate", [])]
+    """(name or path, options) pairs: ``--delegate`` names first, then the plugin flags.
+
+    A delegate named by ``--delegate`` takes its option flags too; an option flag for a
+    delegate not selected is a usage error naming the flag that selects it.
+    """
+    names = list(getattr(args, "delegate", None) or [])
+    chosen: list[tuple[str, dict[str, Any]]] = [(n, {}) for n in names]
     try:
-        from_flags = delegates_from_args(args, delegate_providers())
+        from_flags = delegates_from_args(args, delegate_providers(), selected=names)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for name, options in from_flags:
         for i, (existing, _) in enumerate(chosen):
-            if (
-                existing == name
-            ):  # --delegate dummy --use_dummy_delegate: one delegate, with options
+            if existing == name:  # --delegate dummy --use_dummy_delegate: one, with options
                 chosen[i] = (name, options)
                 break
         else:

@@ -21,6 +21,7 @@ from offload_gpu_opencl import (
     offload_delegate_providers,
     status_name,
 )
+from offload_gpu_opencl._ops import SPECS
 
 
 def test_unavailable_without_platform(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,6 +91,15 @@ def test_declared_ops_follow_litert() -> None:
     assert {t: s.support for t, s in caps.model_types.items()} == dict.fromkeys(
         ("float32", "float16", "dynamic_range", "int8", "qat"), "yes"
     )
+
+
+def test_each_declared_op_has_one_spec() -> None:
+    """The declaration is built from the op registry: every declared op has its spec (check,
+    shape rule, lowering) and every spec is declared, QUANTIZE only with quantization on."""
+    declared = [c.op for c in GpuOpenCLDelegate().capabilities.ops]
+    assert sorted(declared) == sorted(SPECS)
+    float_only = {c.op for c in GpuOpenCLDelegate({"enable_quant": False}).capabilities.ops}
+    assert float_only == set(SPECS) - {"QUANTIZE"}
 
 
 def test_enable_quant_false_rejects_quantized_models() -> None:

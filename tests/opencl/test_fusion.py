@@ -14,7 +14,7 @@ from opencl_support import random_inputs, relative_error, run_litert
 
 import offload
 from offload.model import ModelBuilder
-from offload_gpu_opencl._lower import Lowering
+from offload_gpu_opencl._lower import lower
 
 RNG = np.random.default_rng(11)
 F = np.float32
@@ -177,7 +177,7 @@ def test_fused_chain_matches_litert(case: str, precision_loss: bool) -> None:
     )
     interp.allocate_tensors()
     (partition,) = interp.plan().partitions
-    lowering = Lowering(interp.model.main, partition)
+    lowering = lower(interp.model.main, partition)
     assert [launch.kernel for launch in lowering.launches] == kernels
     assert not interp.delegation_report()["restored_to_cpu"]
     inputs = random_inputs(interp.get_input_details(), seed=5)

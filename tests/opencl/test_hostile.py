@@ -31,7 +31,10 @@ from opencl_support import face_models, relative_error
 import offload
 from offload.model import ModelBuilder
 from offload_gpu_opencl._errors import ShapeCheckError
-from offload_gpu_opencl._lower import Lowering, output_shapes, shape_reason
+from offload_gpu_opencl._ir import Lowering
+from offload_gpu_opencl._lower import lower
+from offload_gpu_opencl._ops import output_shapes, shape_reason
+from offload_gpu_opencl._reach import check_reach
 
 RNG = np.random.default_rng(11)
 F = np.float32
@@ -371,7 +374,7 @@ def _lowering(content: bytes, cached: dict[str, np.ndarray] | None = None) -> Lo
     sg = offload.load_model(model_content=content).main
     nodes = tuple(range(len(sg.nodes)))
     part = offload.Partition(0, "gpu_opencl", nodes, tuple(sg.inputs), tuple(sg.outputs))
-    return Lowering(sg, part, cached=dict(cached or {}))
+    return lower(sg, part, cached)
 
 
 def test_reach_check_refuses_a_store_past_its_tensor() -> None:
@@ -379,10 +382,10 @@ def test_reach_check_refuses_a_store_past_its_tensor() -> None:
     stores get no slack, though the allocation would hold them."""
     lw = _lowering(single("CONCATENATION", [(1, 4), (1, 5)], (1, 9), {"axis": 1}))
     launch = lw.launches[1]  # copy_block of the second input: 5 values at offset 4 of 9
-    lw._check_reach(launch)
+    check_reach(lw, launch)
     launch.args[-1] = np.int32(5)  # one further: its last value would land at index 9
     with pytest.raises(ShapeCheckError, match=r"elements \[5, 10\) of buffer argument 1"):
-        lw._check_reach(launch)
+        check_reach(lw, launch)
 
 
 def test_a_short_cached_constant_is_refused() -> None:

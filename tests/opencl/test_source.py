@@ -1,6 +1,10 @@
-"""The OpenCL C source: its half conversions and its two memory-access builds."""
+"""The OpenCL C source: how it is put together, its half conversions and its two
+memory-access builds."""
 
 from __future__ import annotations
+
+import re
+from importlib.resources import files
 
 import numpy as np
 import pyopencl as cl
@@ -9,7 +13,8 @@ from opencl_support import face_models, random_inputs
 
 import offload
 from offload_gpu_opencl import _device
-from offload_gpu_opencl._source import PRELUDE
+from offload_gpu_opencl._reach import _REACH
+from offload_gpu_opencl._source import BLOCKINGS, KERNELS, PRELUDE, program_source
 
 CONVERT = (
     PRELUDE
@@ -23,6 +28,29 @@ __kernel void convert(__global const store_t* h, __global float* f, __global sto
 }
 """
 )
+
+
+def test_cl_files_assemble_into_one_program() -> None:
+    """One family per cl/*.cl file; templates fully instantiated (no placeholder or include
+    line left, every blocking present); the files' leading // lines stay out of the source,
+    so documentation edits do not change its hash."""
+    cl_dir = files("offload_gpu_opencl") / "cl"
+    names = {e.name.removesuffix(".cl") for e in cl_dir.iterdir() if e.name.endswith(".cl")}
+    assert set(KERNELS) == names - {"prelude"}
+    source = program_source()
+    assert "// @include" not in source
+    assert not re.search(r"\{(R|V|S|SPAN)\}", source)
+    assert not any(line.startswith("//") for line in source.splitlines())
+    for r, v in BLOCKINGS:
+        assert f"__kernel void matmul_{r}x{v}(" in source
+        assert f"__kernel void conv2d_{r}x{v}(" in source
+
+
+def test_every_kernel_has_a_reach_rule() -> None:
+    """Each kernel function in the program has its index-range rule (_reach), and each rule a
+    kernel: no launch is checked against a missing or stale rule."""
+    kernels = set(re.findall(r"__kernel void (\w+)\(", program_source()))
+    assert {re.sub(r"_(\d+x\d+|s\d+)$", "", k) for k in kernels} == set(_REACH)
 
 
 def test_half_conversions_match_numpy() -> None:

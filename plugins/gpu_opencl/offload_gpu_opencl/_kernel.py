@@ -21,19 +21,12 @@ import numpy as np
 import pyopencl as cl
 
 from offload import DelegateKernel, Partition, Subgraph, Tensor
-from offload.ops._quant import dequantize, quantize
 from offload_gpu_opencl._cache import SerializationCache
+from offload_gpu_opencl._constants import dequantize, foldable, folded_value, quantize
 from offload_gpu_opencl._device import build_program, open_device, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
-from offload_gpu_opencl._lower import (
-    SLACK,
-    Launch,
-    Lowering,
-    Ref,
-    elements,
-    foldable,
-    folded_value,
-)
+from offload_gpu_opencl._ir import SLACK, Launch, Lowering, Ref, elements
+from offload_gpu_opencl._lower import lower
 from offload_gpu_opencl._source import source_hash
 
 if TYPE_CHECKING:
@@ -135,7 +128,7 @@ class GpuKernel(DelegateKernel):
         consts_key = f"{self.key}:consts:{source_hash('')}"
         cached = cache.load_arrays(consts_key) if cache else None
         try:
-            lowering = Lowering(subgraph, partition, cached=dict(cached or {}))
+            lowering = lower(subgraph, partition, cached)
         except GpuOpenCLError as exc:
             if cache is None or not cached:
                 raise
@@ -143,7 +136,7 @@ class GpuKernel(DelegateKernel):
             # constants included: constants that do not fit are dropped and made again.
             cache.discard(consts_key, "npz", f"the cached constants do not fit ({exc})")
             cached = None
-            lowering = Lowering(subgraph, partition)
+            lowering = lower(subgraph, partition)
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
             cache.store_arrays(consts_key, lowering.consts)

@@ -1,0 +1,157 @@
+"""Fusion planning: which nodes of a partition need no launch of their own.
+
+Elementwise nodes that follow a convolution run in its epilogue, and zero PADs of H and W fold
+into the padding of the convolutions that read them. The plan is written into the
+:class:`Lowering` (``skip``, ``epilogues``, ``pad_folds``) before any op is lowered.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload import Node
+from offload_gpu_opencl._ir import QUANTIZED, Epilogue, Lowering, act, elements
+
+__all__ = ["plan_fusion"]
+
+_CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+_RELUS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}  # as ACTIVATIONS codes
+
+
+def plan_fusion(lw: Lowering) -> None:
+    """Decide which nodes run inside another node's launch.
+
+    * A convolution (CONV_2D, DEPTHWISE_CONV_2D with multiplier 1, FULLY_CONNECTED) absorbs the
+      chain that follows it: a RELU-type op (when it has no activation of its own), a residual
+      ADD of a same-shape tensor (or of a tensor zero-padded on channels by a PAD, which is
+      absorbed too), a RELU-type op after the ADD, a PRELU with constant per-channel slopes.
+      Each absorbed link's input must have no other reader and stay inside the partition, and
+      the residual must be computed before the convolution's launch.
+    * A zero PAD of H and W whose readers are all convolutions (as their input) is folded into
+      their padding.
+
+    Quantized tensors are never fused through (their fake-quantize step must run).
+    """
+    sg, part = lw.subgraph, lw.partition
+    pos = {n: i for i, n in enumerate(part.nodes)}
+    consumers = sg.consumers()
+    boundary = set(part.outputs) | set(sg.outputs)
+
+    def plain(t: int) -> bool:
+        return lw.tensor(t).dtype not in QUANTIZED
+
+    def sole(t: int) -> Node | None:
+        users = consumers.get(t, [])
+        if t in boundary or len(users) != 1 or users[0] not in pos or not plain(t):
+            return None
+        return sg.nodes[users[0]]
+
+    def ready(t: int, at: int) -> bool:
+        if lw.is_folded(t):
+            return True
+        producer = lw.producers.get(t)
+        return producer is None or producer not in pos or pos[producer] < at
+
+    def pads(node: Node) -> np.ndarray | None:
+        if len(node.inputs) < 2 or not lw.tensor(node.inputs[1]).is_constant:
+            return None
+        p = np.asarray(lw.tensor(node.inputs[1]).constant_value(), np.int64).reshape(-1, 2)
+        return p if len(p) == len(lw.tensor(node.inputs[0]).shape) and (p >= 0).all() else None
+
+    def residual(other: int, add: Node, shape: tuple[int, ...], at: int) -> tuple[int, int] | None:
+        producer = lw.producers.get(other)
+        if producer in pos and sg.nodes[producer].op == "PAD" and sole(other) is add:
+            pad = sg.nodes[producer]
+            p, src = pads(pad), pad.inputs[0]
+            src_shape = lw.tensor(src).shape
+            if (
+                p is not None
+                and not p[:-1].any()
+                and p[-1][0] == 0
+                and tuple(src_shape[:-1]) == tuple(shape[:-1])
+                and ready(src, at)
+            ):
+                lw.skip.add(pad.index)
+                return src, int(src_shape[-1])
+        if tuple(lw.tensor(other).shape) == tuple(shape) and ready(other, at):
+            return other, int(shape[-1])
+        return None
+
+    for n in part.nodes:
+        node = sg.nodes[n]
+        if node.op not in _CONVS or n in lw.skip or not plain(node.outputs[0]):
+            continue
+        if node.op == "DEPTHWISE_CONV_2D" and (
+            lw.tensor(node.inputs[1]).shape[3] != lw.tensor(node.inputs[0]).shape[3]
+        ):
+            continue  # multiplier > 1: dwconv_any has no epilogue
+        t = node.outputs[0]
+        shape = tuple(lw.tensor(t).shape)
+        ep = Epilogue(out=t, act=act(node))
+        fused: list[Node] = []
+        nxt = sole(t)
+        if nxt is not None and nxt.op in _RELUS and ep.act == 0 and plain(nxt.outputs[0]):
+            ep.act, t = _RELUS[nxt.op], nxt.outputs[0]
+            fused.append(nxt)
+            nxt = sole(t)
+        if (
+            nxt is not None
+            and nxt.op == "ADD"
+            and len(nxt.inputs) == 2
+            and nxt.inputs[0] != nxt.inputs[1]
+            and plain(nxt.outputs[0])
+            and tuple(lw.tensor(nxt.outputs[0]).shape) == shape
+        ):
+            other = nxt.inputs[1] if nxt.inputs[0] == t else nxt.inputs[0]
+            found = residual(other, nxt, shape, pos[n])
+            if found is not None:
+                ep.residual, ep.channels = found
+                ep.act2, t = act(nxt), nxt.outputs[0]
+                fused.append(nxt)
+                nxt = sole(t)
+                if nxt is not None and nxt.op in _RELUS and ep.act2 == 0 and plain(nxt.outputs[0]):
+                    ep.act2, t = _RELUS[nxt.op], nxt.outputs[0]
+                    fused.append(nxt)
+                    nxt = sole(t)
+        if (
+            nxt is not None
+            and nxt.op == "PRELU"
+            and nxt.inputs[0] == t
+            and plain(nxt.outputs[0])
+            and tuple(lw.tensor(nxt.outputs[0]).shape) == shape
+            and lw.is_folded(nxt.inputs[1])
+        ):
+            alpha_shape = lw.tensor(nxt.inputs[1]).shape
+            if elements(alpha_shape) == shape[-1] and alpha_shape[-1] == shape[-1]:
+                ep.alpha, t = nxt.inputs[1], nxt.outputs[0]
+                fused.append(nxt)
+        if fused:
+            ep.out = t
+            lw.epilogues[n] = ep
+            lw.skip.update(f.index for f in fused)
+
+    for n in part.nodes:
+        node = sg.nodes[n]
+        if node.op != "PAD" or n in lw.skip or node.outputs[0] in boundary:
+            continue
+        out, src = node.outputs[0], node.inputs[0]
+        users = consumers.get(out, [])
+        p = pads(node)
+        if p is None or len(p) != 4 or p[0].any() or p[3].any() or not users or lw.is_folded(src):
+            continue
+        if all(
+            u in pos
+            and sg.nodes[u].op in ("CONV_2D", "DEPTHWISE_CONV_2D")
+            and sg.nodes[u].inputs[0] == out
+            and out not in sg.nodes[u].inputs[1:]
+            for u in users
+        ):
+            _, h, w, _ = lw.tensor(src).shape
+            lw.pad_folds[out] = (
+                src,
+                int(p[1][0]),
+                int(p[2][0]),
+                int(h + p[1].sum()),
+                int(w + p[2].sum()),
+            )
+            lw.skip.add(n)

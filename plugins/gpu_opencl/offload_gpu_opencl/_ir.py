@@ -1,0 +1,285 @@
+"""What a partition lowers to, and the context every op's lowering writes into.
+
+A lowered partition is a flat list of :class:`Launch` (kernel, NDRange, arguments) over
+buffers named by :class:`Ref`: runtime tensors, or pre-transformed constants kept in
+:attr:`Lowering.consts`. Every tensor is seen through a *float view*: quantized tensors hold
+the real values they stand for (``scale * (q - zero_point)``), folded tensors (see _constants)
+are uploaded once. Pre-transformed arrays are produced through :meth:`Lowering.const`, which
+takes them from the serialization cache when it has them, so a warm start never repeats the
+work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from offload import Node, Partition, Subgraph, Tensor
+from offload_gpu_opencl._constants import foldable, folded_value
+from offload_gpu_opencl._errors import ShapeCheckError
+
+__all__ = [
+    "ACTIVATIONS",
+    "BLOCKS",
+    "INT_MAX",
+    "LANES",
+    "LINEAR",
+    "MAX_ELEMENTS",
+    "QUANTIZED",
+    "ROWS",
+    "SLACK",
+    "Epilogue",
+    "Launch",
+    "Lowering",
+    "Ref",
+    "Shape",
+    "act",
+    "elements",
+    "pad4",
+    "pad_last",
+]
+
+Shape = tuple[int, ...]
+SLACK = 16  # elements past the end of every buffer, so 8-wide loads stay inside it
+# The kernels compute indices in 32-bit int: every index they form must stay below 2**31.
+INT_MAX = 2**31 - 1
+MAX_ELEMENTS = INT_MAX - SLACK
+
+# Fused activation codes, as the kernels' act1 / act8 (cl/prelude.cl) number them.
+ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "SIGMOID": 5}
+QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
+
+# Work-group shapes. PoCL compiles a work-group function per (kernel, local size) at the first
+# enqueue, so each kernel family uses one fixed shape (measured: compiles fall from 44 to 8 per
+# model; the group size itself hardly matters there, ~2 ns per group). Dimension 0 of the
+# blocked kernels (channel blocks) and the last dimension of row kernels (image rows) are
+# exact; the others are rounded up to the group size and guarded by the kernels.
+LINEAR = (64,)  # 1-D kernels over elements (or 8-element vectors)
+BLOCKS = (1, 16)  # matmul / conv2d: (channel blocks, pixel blocks)
+ROWS = (1, 16, 1)  # dw3x3 / dwconv / pool / resize: (channel blocks, x, N*OH)
+LANES = (16, 1)  # binary8: (8-element blocks of a row, rows)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A buffer argument: a runtime tensor (``kind == "t"``) or a named constant (``"c"``)."""
+
+    kind: str
+    key: int | str
+
+
+@dataclass
+class Launch:
+    """One kernel enqueue: function name, NDRange, arguments in signature order."""
+
+    kernel: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    args: list[Ref | np.int32 | np.float32]
+    node: int
+
+    @property
+    def buffers(self) -> list[Ref]:
+        """Buffer arguments: inputs first, the written buffer last."""
+        return [a for a in self.args if isinstance(a, Ref)]
+
+
+@dataclass
+class Epilogue:
+    """What a convolution's launch applies after accumulating: its own activation, then the
+    nodes fused into it (a residual ADD, RELU-type ops, a PRELU). ``out`` is the tensor the
+    launch writes: the output of the last fused node."""
+
+    out: int
+    act: int = 0
+    residual: int = -1  # tensor added by a fused ADD, -1 for none
+    channels: int = 0  # residual channels; fewer than the output's when a channel PAD was absorbed
+    act2: int = 0  # the ADD's activation (or a RELU-type op after it)
+    alpha: int = -1  # constant PRELU slopes, -1 for none
+
+
+def _grid(counts: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...]:
+    """Global size covering ``counts`` items per dimension, rounded up to ``local``."""
+    return tuple(-(-max(int(c), 1) // size) * size for c, size in zip(counts, local))
+
+
+@dataclass
+class Lowering:
+    """A partition being lowered (see _lower.lower): its launches, constants and aliases."""
+
+    subgraph: Subgraph
+    partition: Partition
+    cached: dict[str, np.ndarray] = field(default_factory=dict)
+    launches: list[Launch] = field(default_factory=list)
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
+    alias: dict[int, int] = field(default_factory=dict)
+    misses: int = 0
+    # Fusion plan (made before lowering, see _fusion): nodes that emit nothing, the epilogue
+    # of each convolution that absorbed them, spatial PADs folded into convolutions.
+    skip: set[int] = field(default_factory=set)
+    epilogues: dict[int, Epilogue] = field(default_factory=dict)
+    pad_folds: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
+    params: set[str] = field(default_factory=set)
+    # Storages that a launch overwrites although they belong to a node input (the previous
+    # activation and state of a BASIC LSTM): a partition input among them is read back.
+    writebacks: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.producers = self.subgraph.producers()
+
+    # -- tensors and constants ----------------------------------------------------------------
+
+    def tensor(self, t: int) -> Tensor:
+        return self.subgraph.tensors[t]
+
+    def is_folded(self, t: int) -> bool:
+        return foldable(self.subgraph, t, self.producers)
+
+    def value(self, t: int) -> np.ndarray:
+        return folded_value(self.subgraph, t, self.producers)
+
+    def const(self, name: str, make: Callable[[], np.ndarray], param: bool = False) -> Ref:
+        """A pre-transformed constant: from the cache if present, else made now (float32).
+
+        ``param``: a convolution parameter (weights, bias, PRELU slopes; kernels read it as
+        ``param_t``), which may be stored in another precision than tensors (_source)."""
+        if param:
+            self.params.add(name)
+        if name not in self.consts:
+            arr = self.cached.get(name)
+            if arr is None:
+                self.misses += 1
+                arr = np.ascontiguousarray(make(), dtype=np.float32)
+            self.consts[name] = arr
+        return Ref("c", name)
+
+    def zeros(self, count: int) -> Ref:
+        """A constant of at least ``count`` zeros (rounded up to limit distinct sizes)."""
+        size = max(64, 1 << (max(count, 1) - 1).bit_length())
+        # A parameter: in whichever precision, zero bits are zeros of both types, and a float32
+        # buffer holds at least as many halves.
+        return self.const(f"zeros{size}", lambda: np.zeros(size, np.float32), param=True)
+
+    def root(self, t: int) -> int:
+        while t in self.alias:
+            t = self.alias[t]
+        return t
+
+    def ref(self, t: int) -> Ref:
+        """A buffer for tensor ``t`` as a kernel input (folded tensors are uploaded once)."""
+        if self.is_folded(t):
+            return self.const(f"t{t}", lambda: self.value(t))
+        return Ref("t", self.root(t))
+
+    def out(self, node: Node, pos: int = 0) -> Ref:
+        return Ref("t", node.outputs[pos])
+
+    def launch(
+        self,
+        node: Node,
+        kernel: str,
+        counts: tuple[int, ...],
+        *args: object,
+        local: tuple[int, ...] = LINEAR,
+    ) -> None:
+        """Enqueue ``kernel`` over ``counts`` work-items per dimension, in groups of ``local``."""
+        values: list[Ref | np.int32 | np.float32] = []
+        for a in args:
+            if isinstance(a, Ref):
+                values.append(a)
+            elif isinstance(a, float):
+                values.append(np.float32(a))
+            else:
+                value = int(a)  # type: ignore[call-overload]
+                if not -INT_MAX - 1 <= value <= INT_MAX:
+                    raise ShapeCheckError(
+                        f"kernel {kernel} would get argument {value}, past the 32-bit int its "
+                        "indices are computed in"
+                    )
+                values.append(np.int32(value))
+        self.launches.append(Launch(kernel, _grid(counts, local), local, values, node.index))
+
+    def held(self, ref: Ref) -> int:
+        """Elements of the buffer behind ``ref`` before its slack: a constant's array, or
+        the declared shape of the tensor (the storage the kernel allocates for it)."""
+        if ref.kind == "c":
+            return int(self.consts[str(ref.key)].size)
+        return elements(self.tensor(int(ref.key)).shape)
+
+    def finish(self, node: Node) -> None:
+        """After a node that computes new values: fake-quantize a quantized output so it holds
+        representable values. (Ops that only move values, such as a max pool or a PAD, do not
+        call it: their outputs are already on the grid.)"""
+        t = node.outputs[0]
+        tensor = self.tensor(t)
+        q = tensor.quantization
+        if tensor.dtype not in QUANTIZED or q is None or q.per_channel:
+            return
+        info = np.iinfo(tensor.dtype)
+        zero = int(q.zero_point[0]) if q.zero_point.size else 0
+        ref = Ref("t", self.root(t))
+        size = elements(tensor.shape)
+        self.launch(
+            node,
+            "fake_quant",
+            (size,),
+            ref,
+            ref,
+            size,
+            float(q.scale[0]),
+            float(zero),
+            float(info.min),
+            float(info.max),
+        )
+
+    # -- convolution helpers ------------------------------------------------------------------
+
+    def conv_input(self, t: int) -> tuple[int, tuple[int, ...], int, int, int, int]:
+        """(tensor to read, its NHWC shape, pad top, pad left, padded H, padded W) of a
+        convolution input; a folded spatial PAD is read through (see _fusion)."""
+        if t in self.pad_folds:
+            src, top, left, hp, wp = self.pad_folds[t]
+            return src, self.tensor(src).shape, top, left, hp, wp
+        shape = self.tensor(t).shape
+        return t, shape, 0, 0, int(shape[1]), int(shape[2])
+
+    def epilogue(self, node: Node) -> tuple[list[Ref], list[int]]:
+        """Buffer arguments (residual, alpha, output) and int arguments (act, RC, act2, prelu)
+        of the node's epilogue; absent parts point at a zero constant and are switched off."""
+        ep = self.epilogues.get(node.index) or Epilogue(out=node.outputs[0], act=act(node))
+        zero = self.zeros(8)
+        res = self.ref(ep.residual) if ep.residual >= 0 else zero
+        alpha = zero
+        if ep.alpha >= 0:
+            a = ep.alpha
+            alpha = self.const(
+                f"a{node.index}", lambda: pad_last(self.value(a).reshape(-1)), param=True
+            )
+        return [res, alpha, Ref("t", ep.out)], [ep.act, ep.channels, ep.act2, int(ep.alpha >= 0)]
+
+
+def elements(shape: Iterable[int]) -> int:
+    """Element count as a Python int: never a fixed-width product that wraps."""
+    return math.prod(int(d) for d in shape)
+
+
+def pad4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """A shape of rank <= 4 as 4-D, ones in front."""
+    s = (1,) * (4 - len(shape)) + tuple(int(d) for d in shape)
+    return s  # type: ignore[return-value]
+
+
+def act(node: Node) -> int:
+    """The node's fused activation as a kernel code (:data:`ACTIVATIONS`)."""
+    return ACTIVATIONS[node.options.get("fused_activation_function") or "NONE"]
+
+
+def pad_last(arr: np.ndarray, multiple: int = 8) -> np.ndarray:
+    """Zero-pad the last axis to a multiple of ``multiple`` (channel blocks of 8)."""
+    extra = -arr.shape[-1] % multiple
+    if extra:
+        arr = np.pad(arr, [(0, 0)] * (arr.ndim - 1) + [(0, extra)])
+    return arr

@@ -1,0 +1,98 @@
+"""The record each op module registers, and checks shared by op families."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from offload import Node, OpCapability, Subgraph
+from offload_gpu_opencl._constants import foldable
+from offload_gpu_opencl._ir import Lowering
+from offload_gpu_opencl._shapes import ShapeRule, rule_reason
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "FUSED_ACTIVATIONS",
+    "QUANT_DTYPES",
+    "OpSpec",
+    "constant_weights_reason",
+]
+
+# LiteRT's GPU delegate: these fused activations, rank <= 4, float tensors (8-bit ones only
+# with quantization on).
+FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGMOID")
+FLOAT_DTYPES = ("float32", "float16")
+QUANT_DTYPES = ("float32", "float16", "int8", "uint8")
+MAX_RANK = 4
+
+Lower = Callable[[Lowering, Node], None]
+Check = Callable[[Node, Subgraph], str | None]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What gpu_opencl knows about one op: its declaration, its support check, its shape rule
+    and its lowering.
+
+    ``shapes``: the output shapes the lowering produces, from the node's inputs and options;
+    raises ShapeCheckError for what the kernels cannot take. ``lower``: appends the node's
+    launches to the lowering. ``check``: the whole support check beyond the declaration
+    (``None``: the shape rule alone). Declaration: ``versions`` without quantization,
+    ``quantized_versions`` with it (``None``: the same); ``dtypes`` (``None``: float, plus
+    int8/uint8 with quantization); ``quantized_only``: declared only with quantization on; the
+    other fields as in :class:`offload.OpCapability`.
+    """
+
+    op: str
+    shapes: ShapeRule
+    lower: Lower
+    versions: tuple[int, int] = (1, 1)
+    quantized_versions: tuple[int, int] | None = None
+    dtypes: tuple[str, ...] | None = None
+    fused_activations: tuple[str, ...] | None = None
+    constant_inputs: tuple[int, ...] = ()
+    max_inputs: int | None = None
+    options: Mapping[str, object] = field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+    quantized_only: bool = False
+    check: Check | None = None
+
+    def capability(self, enable_quant: bool) -> OpCapability | None:
+        """The declaration with quantization on or off; None when not declared then."""
+        if self.quantized_only and not enable_quant:
+            return None
+        versions = self.versions
+        if enable_quant and self.quantized_versions is not None:
+            versions = self.quantized_versions
+        return OpCapability(
+            op=self.op,
+            versions=versions,
+            dtypes=self.dtypes or (QUANT_DTYPES if enable_quant else FLOAT_DTYPES),
+            max_rank=MAX_RANK,
+            fused_activations=self.fused_activations,
+            constant_inputs=self.constant_inputs,
+            max_inputs=self.max_inputs,
+            options=dict(self.options),
+            constraints=self.constraints,
+        )
+
+    def reason(self, node: Node, subgraph: Subgraph) -> str | None:
+        """Why gpu_opencl does not take this node (its declaration already holds), or None."""
+        if self.check is not None:
+            return self.check(node, subgraph)
+        return rule_reason(node, subgraph, self.shapes)
+
+
+def constant_weights_reason(
+    node: Node, subgraph: Subgraph, positions: tuple[int, ...]
+) -> str | None:
+    """Convolution-type ops read their weights and bias as pre-transformed constants: each
+    present input at ``positions`` (weights first, then bias) must fold, and not be INT4."""
+    for pos in positions:
+        if pos < len(node.inputs) and node.inputs[pos] >= 0:
+            what = "weights" if pos == 1 else "bias"
+            if subgraph.tensors[node.inputs[pos]].type_name == "INT4":
+                return f"INT4 {what} are not supported"
+            if not foldable(subgraph, node.inputs[pos]):
+                return f"{what} (input {pos}) must be constant, found a runtime tensor"
+    return None

@@ -1,0 +1,122 @@
+"""Two-input elementwise ops: ADD, SUB, MUL, MAXIMUM, MINIMUM, PRELU, LOGICAL_AND.
+
+binary8 takes same shapes, scalars and per-channel broadcasts 8 elements per item; binary any
+other 4-D broadcast, one element per item."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from offload import Node, Subgraph
+from offload_gpu_opencl._errors import ShapeCheckError
+from offload_gpu_opencl._ir import LANES, Lowering, Shape, act, elements, pad4
+from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
+from offload_gpu_opencl._shapes import need, required
+
+__all__ = ["SPECS"]
+
+# The binary kernels' `op` codes (binop / binop8 in cl/binary.cl).
+CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "MAXIMUM": 3, "MINIMUM": 4, "PRELU": 5, "LOGICAL_AND": 6}
+
+
+def shapes(node: Node, sg: Subgraph) -> list[Shape]:
+    need(len(node.inputs) == 2, f"expected exactly 2 inputs, found {len(node.inputs)}")
+    operands = [required(node, sg, pos, "operand").shape for pos in (0, 1)]
+    try:
+        out = tuple(int(d) for d in np.broadcast_shapes(*operands))
+    except ValueError:
+        raise ShapeCheckError(f"inputs {[list(s) for s in operands]} do not broadcast") from None
+    need(len(out) <= 4, f"broadcast result has rank {len(out)}, at most 4 supported")
+    return [out]
+
+
+def _strides(shape: tuple[int, ...], out: tuple[int, int, int, int]) -> list[int]:
+    s4 = pad4(shape)
+    strides, acc = [0, 0, 0, 0], 1
+    for d in range(3, -1, -1):
+        strides[d] = 0 if s4[d] == 1 and out[d] != 1 else acc
+        acc *= s4[d]
+    return strides
+
+
+def _rows_view(shape: tuple[int, ...], total: int, last: int) -> tuple[int, int] | None:
+    """(row stride, lane step) of an input of binary8 over rows of ``last`` elements: the
+    whole output (step 1), one row repeated (per-channel broadcast: stride 0) or a scalar
+    (step 0); None for other broadcasts."""
+    size = elements(shape)
+    if size == total:
+        return last, 1
+    if size == 1:
+        return 0, 0
+    if size == last and tuple(shape)[-1:] == (last,):
+        return 0, 1
+    return None
+
+
+def lower(lw: Lowering, node: Node) -> None:
+    a, b = node.inputs[0], node.inputs[1]
+    out_shape = lw.tensor(node.outputs[0]).shape
+    total = elements(out_shape)
+    op, activation = CODES[node.op], act(node)
+    sa, sb = lw.tensor(a).shape, lw.tensor(b).shape
+    last = int(out_shape[-1]) if out_shape else 1
+    # Same shapes or scalars: the whole tensor as one row. Per-channel broadcast: rows of C.
+    whole = all(elements(s) in (total, 1) for s in (sa, sb))
+    row = last if not whole else total
+    va, vb = _rows_view(sa, total, row), _rows_view(sb, total, row)
+    if va is not None and vb is not None:
+        rows = total // row
+        lw.launch(
+            node,
+            "binary8",
+            (-(-row // 8), rows),
+            lw.ref(a),
+            lw.ref(b),
+            lw.out(node),
+            rows,
+            row,
+            *va,
+            *vb,
+            op,
+            activation,
+            local=LANES,
+        )
+    else:
+        o4 = pad4(out_shape)
+        lw.launch(
+            node,
+            "binary",
+            (total,),
+            lw.ref(a),
+            lw.ref(b),
+            lw.out(node),
+            total,
+            o4[1],
+            o4[2],
+            o4[3],
+            *_strides(sa, o4),
+            *_strides(sb, o4),
+            op,
+            activation,
+        )
+    lw.finish(node)
+
+
+# LiteRT's GPU delegate takes ADD and friends with exactly two inputs.
+_binary = partial(OpSpec, shapes=shapes, lower=lower, max_inputs=2)
+SPECS = (
+    _binary(
+        op="ADD",
+        quantized_versions=(1, 2),
+        fused_activations=FUSED_ACTIVATIONS,
+        constraints=("exactly two inputs whose shapes broadcast to rank <= 4",),
+    ),
+    _binary(op="SUB", quantized_versions=(1, 2), fused_activations=FUSED_ACTIVATIONS),
+    _binary(op="MUL", quantized_versions=(1, 2), fused_activations=FUSED_ACTIVATIONS),
+    _binary(op="MAXIMUM", quantized_versions=(1, 2)),
+    _binary(op="MINIMUM", quantized_versions=(1, 2)),
+    _binary(op="PRELU"),
+    _binary(op="LOGICAL_AND", dtypes=("bool",)),
+)

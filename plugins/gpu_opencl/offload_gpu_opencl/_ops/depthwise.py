@@ -1,0 +1,147 @@
+"""DEPTHWISE_CONV_2D: with multiplier 1, dw3x3 (3x3, stride 1 or 2, weights in registers) or
+dwconv, both running the fused epilogue; any other multiplier, dwconv_any (no epilogue)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload import Node, Subgraph
+from offload_gpu_opencl._ir import ROWS, Lowering, Shape, act, pad_last
+from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
+from offload_gpu_opencl._shapes import (
+    bias,
+    dims,
+    need,
+    nhwc,
+    required,
+    rule_reason,
+    window,
+    window_shape,
+)
+
+__all__ = ["SPECS"]
+
+
+def shapes(node: Node, sg: Subgraph) -> list[Shape]:
+    n, h, w, c = nhwc(required(node, sg, 0, "input"), "input")
+    one, kh, kw, co = dims(required(node, sg, 1, "weights"), 4, "weights")
+    need(one == 1, f"weights must be [1, KH, KW, C], found first dimension {one}")
+    need(co % c == 0, "output channels must be a multiple of input channels")
+    bias(node, sg, 2, co)
+    oh, ow = window_shape(node, (h, w), (kh, kw))
+    return [(n, oh, ow, co)]
+
+
+def check(node: Node, subgraph: Subgraph) -> str | None:
+    return constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, shapes)
+
+
+def lower(lw: Lowering, node: Node) -> None:
+    w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
+    x, (n, h, wd, c), top, left, hp, wp = lw.conv_input(node.inputs[0])
+    _, kh, kw, co = lw.tensor(w).shape
+    (sh, sw), (dh, dw), (oh, ow), (pt, pl) = window(node, (hp, wp), (kh, kw), (top, left))
+    m = co // c
+
+    def bias_values() -> np.ndarray:
+        return lw.value(b).reshape(co) if b >= 0 else np.zeros(co, np.float32)
+
+    if m == 1:
+        wt = lw.const(
+            f"w{node.index}", lambda: pad_last(lw.value(w).reshape(kh, kw, co)), param=True
+        )
+        bias_ref = lw.const(f"b{node.index}", lambda: pad_last(bias_values()), param=True)
+        bufs, flags = lw.epilogue(node)
+        cb = (c + 7) // 8
+        if kh == kw == 3 and sh == sw and sh in (1, 2) and dh == dw == 1:
+            lw.launch(
+                node,
+                f"dw3x3_s{sh}",
+                (cb, -(-ow // 4), n * oh),
+                lw.ref(x),
+                wt,
+                bias_ref,
+                lw.zeros(8),
+                *bufs,
+                h,
+                wd,
+                c,
+                oh,
+                ow,
+                pt,
+                pl,
+                *flags,
+                local=ROWS,
+            )
+        else:
+            lw.launch(
+                node,
+                "dwconv",
+                (cb, ow, n * oh),
+                lw.ref(x),
+                wt,
+                bias_ref,
+                *bufs,
+                h,
+                wd,
+                c,
+                oh,
+                ow,
+                kh,
+                kw,
+                sh,
+                sw,
+                dh,
+                dw,
+                pt,
+                pl,
+                *flags,
+                local=ROWS,
+            )
+    else:
+        wt = lw.const(f"w{node.index}", lambda: lw.value(w).reshape(kh, kw, co), param=True)
+        bias_ref = lw.const(f"b{node.index}", bias_values, param=True)
+        total = n * oh * ow * co
+        lw.launch(
+            node,
+            "dwconv_any",
+            (total,),
+            lw.ref(x),
+            wt,
+            bias_ref,
+            lw.out(node),
+            total,
+            h,
+            wd,
+            c,
+            oh,
+            ow,
+            co,
+            m,
+            kh,
+            kw,
+            sh,
+            sw,
+            dh,
+            dw,
+            pt,
+            pl,
+            act(node),
+        )
+    if node.index not in lw.epilogues:
+        lw.finish(node)
+
+
+SPECS = (
+    OpSpec(
+        op="DEPTHWISE_CONV_2D",
+        shapes=shapes,
+        lower=lower,
+        versions=(1, 2),
+        # Hybrid (dynamic-range) v4 and v6 run as float convolutions on dequantized weights.
+        quantized_versions=(1, 6),
+        fused_activations=FUSED_ACTIVATIONS,
+        constraints=("weights and bias constant",),
+        check=check,
+    ),
+)

@@ -1,0 +1,86 @@
+"""FULLY_CONNECTED: the register-blocked matmul with the fused epilogue; weights
+pre-transformed once to [K][Co8]."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload import Node, Subgraph
+from offload_gpu_opencl._ir import BLOCKS, Lowering, Shape, elements, pad_last
+from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
+from offload_gpu_opencl._shapes import bias, dims, need, required, rule_reason
+from offload_gpu_opencl._source import blocking
+
+__all__ = ["SPECS"]
+
+
+def shapes(node: Node, sg: Subgraph) -> list[Shape]:
+    x = required(node, sg, 0, "input")
+    co, k = dims(required(node, sg, 1, "weights"), 2, "weights")
+    size = elements(x.shape)
+    need(
+        size % k == 0,
+        f"input of shape {list(x.shape)} ({size} values) does not split into rows of {k}, "
+        "the weights' depth",
+    )
+    bias(node, sg, 2, co)
+    if node.options.get("keep_num_dims", False):
+        need(
+            len(x.shape) >= 1 and x.shape[-1] == k,
+            f"keep_num_dims needs the input's last dimension to be {k}, found {list(x.shape)}",
+        )
+        return [(*x.shape[:-1], co)]
+    return [(size // k, co)]
+
+
+def check(node: Node, subgraph: Subgraph) -> str | None:
+    reason = constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, shapes)
+    if reason is None and node.options.get("weights_format", 0) not in (0, "DEFAULT"):
+        return f"weights_format {node.options.weights_format} is not supported"
+    return reason
+
+
+def lower(lw: Lowering, node: Node) -> None:
+    x, w, b = node.inputs[0], node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
+    co, k = lw.tensor(w).shape
+    p = elements(lw.tensor(x).shape) // k
+    wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, k).T), param=True)
+    bias_ref = lw.const(
+        f"b{node.index}",
+        lambda: pad_last(lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)),
+        param=True,
+    )
+    bufs, flags = lw.epilogue(node)
+    r, v = blocking(co, p)
+    lw.launch(
+        node,
+        f"matmul_{r}x{v}",
+        (-(-co // (8 * v)), -(-p // r)),
+        lw.ref(x),
+        wt,
+        bias_ref,
+        *bufs,
+        p,
+        k,
+        co,
+        *flags,
+        local=BLOCKS,
+    )
+    if node.index not in lw.epilogues:
+        lw.finish(node)
+
+
+SPECS = (
+    OpSpec(
+        op="FULLY_CONNECTED",
+        shapes=shapes,
+        lower=lower,
+        # Hybrid (dynamic-range) v3, v9 and v12 run as float matmuls on dequantized weights;
+        # the int16 and sparse versions in between stay out through the dtype and
+        # constant-weight checks.
+        quantized_versions=(1, 12),
+        fused_activations=FUSED_ACTIVATIONS,
+        constraints=("weights and bias constant", "weights_format DEFAULT"),
+        check=check,
+    ),
+)

@@ -1,0 +1,61 @@
+"""MAX_POOL_2D and AVERAGE_POOL_2D: one pool kernel, 8 channels of one output pixel per item."""
+
+from __future__ import annotations
+
+from offload import Node, Subgraph
+from offload_gpu_opencl._ir import ROWS, Lowering, Shape, act
+from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
+from offload_gpu_opencl._shapes import nhwc, required, window, window_shape
+
+__all__ = ["SPECS"]
+
+_KIND = {"MAX_POOL_2D": 0, "AVERAGE_POOL_2D": 1}  # the pool kernel's `kind`
+
+
+def shapes(node: Node, sg: Subgraph) -> list[Shape]:
+    n, h, w, c = nhwc(required(node, sg, 0, "input"), "input")
+    filt = (int(node.options.filter_height), int(node.options.filter_width))
+    oh, ow = window_shape(node, (h, w), filt)
+    return [(n, oh, ow, c)]
+
+
+def lower(lw: Lowering, node: Node) -> None:
+    x = node.inputs[0]
+    n, h, wd, c = lw.tensor(x).shape
+    kh, kw = node.options.filter_height, node.options.filter_width
+    (sh, sw), _, (oh, ow), (pt, pl) = window(node, (h, wd), (kh, kw), (0, 0))
+    lw.launch(
+        node,
+        "pool",
+        ((c + 7) // 8, ow, n * oh),
+        lw.ref(x),
+        lw.out(node),
+        h,
+        wd,
+        c,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        pt,
+        pl,
+        _KIND[node.op],
+        act(node),
+        local=ROWS,
+    )
+    if node.op == "AVERAGE_POOL_2D":  # a maximum is one of its inputs: already on the grid
+        lw.finish(node)
+
+
+SPECS = tuple(
+    OpSpec(
+        op=op,
+        shapes=shapes,
+        lower=lower,
+        quantized_versions=(1, 2),
+        fused_activations=FUSED_ACTIVATIONS,
+    )
+    for op in _KIND
+)

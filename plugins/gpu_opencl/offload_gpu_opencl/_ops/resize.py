@@ -1,0 +1,54 @@
+"""RESIZE_BILINEAR (v1-3: align_corners, half_pixel_centers), 8 channels of one output pixel
+per item, as TFLite's ComputeInterpolationValues."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from offload import Node, Subgraph
+from offload_gpu_opencl._ir import ROWS, Lowering, Shape
+from offload_gpu_opencl._ops._spec import OpSpec
+from offload_gpu_opencl._shapes import constant_ints, need, nhwc, required
+
+__all__ = ["SPECS"]
+
+
+def shapes(node: Node, sg: Subgraph) -> list[Shape]:
+    n, _, _, c = nhwc(required(node, sg, 0, "input"), "input")
+    size = constant_ints(sg, required(node, sg, 1, "size"), "size (input 1)")
+    need(len(size) == 2 and min(size) >= 1, f"size must be two positive values, found {size}")
+    return [(n, size[0], size[1], c)]
+
+
+def lower(lw: Lowering, node: Node) -> None:
+    x = node.inputs[0]
+    n, h, wd, c = lw.tensor(x).shape
+    _, oh, ow, _ = lw.tensor(node.outputs[0]).shape
+    align = bool(node.options.get("align_corners", False))
+    half = bool(node.options.get("half_pixel_centers", False))
+
+    def scale(i: int, o: int) -> float:
+        if align and o > 1:
+            return float(np.float32(i - 1) / np.float32(o - 1))
+        return float(np.float32(i) / np.float32(o))
+
+    lw.launch(
+        node,
+        "resize_bilinear",
+        ((c + 7) // 8, ow, n * oh),
+        lw.ref(x),
+        lw.out(node),
+        h,
+        wd,
+        c,
+        oh,
+        ow,
+        scale(h, oh),
+        scale(wd, ow),
+        int(half),
+        local=ROWS,
+    )
+    lw.finish(node)
+
+
+SPECS = (OpSpec(op="RESIZE_BILINEAR", shapes=shapes, lower=lower, versions=(1, 3)),)

@@ -1,0 +1,40 @@
+"""One-input elementwise ops: RELU, RELU6, LOGISTIC, EXP, 8 elements per item (unary8)."""
+
+from __future__ import annotations
+
+from offload import Node
+from offload_gpu_opencl._ir import ACTIVATIONS, Lowering, elements
+from offload_gpu_opencl._ops._spec import OpSpec
+from offload_gpu_opencl._shapes import same_shape
+
+__all__ = ["CODES", "COPY", "FOR_ACTIVATION", "SPECS"]
+
+# unary8's `op` codes (cl/unary.cl); COPY copies.
+CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "LOGISTIC": 3, "TANH": 4, "EXP": 5}
+COPY = 6
+# The unary8 code applying each fused activation (by its ACTIVATIONS code).
+FOR_ACTIVATION = {
+    ACTIVATIONS[activation]: CODES[op]
+    for activation, op in (
+        ("RELU", "RELU"),
+        ("RELU_N1_TO_1", "RELU_N1_TO_1"),
+        ("RELU6", "RELU6"),
+        ("TANH", "TANH"),
+        ("SIGMOID", "LOGISTIC"),
+    )
+}
+
+
+def lower(lw: Lowering, node: Node) -> None:
+    x = node.inputs[0]
+    total = elements(lw.tensor(x).shape)
+    lw.launch(node, "unary8", (-(-total // 8),), lw.ref(x), lw.out(node), total, CODES[node.op])
+    lw.finish(node)
+
+
+SPECS = (
+    OpSpec(op="RELU", shapes=same_shape, lower=lower, quantized_versions=(1, 2)),
+    OpSpec(op="RELU6", shapes=same_shape, lower=lower, quantized_versions=(1, 2)),
+    OpSpec(op="LOGISTIC", shapes=same_shape, lower=lower, quantized_versions=(1, 2)),
+    OpSpec(op="EXP", shapes=same_shape, lower=lower),
+)

@@ -1,0 +1,28 @@
+// One-input elementwise ops, 8 elements per item; fake_quant rounds to a quantized grid.
+__kernel void unary8(__global const store_t* x, __global store_t* y, int total, int op) {
+    const int i = get_global_id(0) * 8;
+    if (i >= total) return;
+    real8 v = LD8(x, i);
+    const real8 zero = (real8)0, one = (real8)1;
+    switch (op) {
+        case 0: v = v > zero ? v : zero; break;
+        case 1: v = v > zero ? v : zero; v = v < (real8)6 ? v : (real8)6; break;
+        case 2: v = v > -one ? v : -one; v = v < one ? v : one; break;
+        case 3: v = one / (one + exp(-v)); break;
+        case 4: v = tanh(v); break;
+        case 5: v = exp(v); break;
+        default: break;
+    }
+    store8(y, i, v, total - i);
+}
+/* scale, zero point, qmin, qmax; rounds half away from zero (as TFLite), in float. */
+__kernel void fake_quant(__global const store_t* x, __global store_t* y, int total,
+                         float scale, float zp, float qmin, float qmax) {
+    const int i = get_global_id(0);
+    if (i >= total) return;
+    float q = (float)LD(x, i) / scale;
+    q = q < -1e9f ? -1e9f : (q > 1e9f ? 1e9f : q);   /* keep the int conversion defined */
+    q = (float)(long)(q + (q >= 0.0f ? 0.5f : -0.5f)) + zp;
+    q = q < qmin ? qmin : (q > qmax ? qmax : q);
+    ST(y, i, (real)((q - zp) * scale));
+}

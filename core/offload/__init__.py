@@ -6,7 +6,7 @@ The public API is what ``__all__`` lists; everything in underscore modules is pr
 from offload import errors
 from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
 from offload._delegate import Availability, Delegate, DelegateKernel, DelegateOptions
-from offload._graph import Model, ModelType, Node, Subgraph, Tensor
+from offload._graph import Model, ModelType, Node, OpOptions, Subgraph, Tensor
 from offload._interpreter import Interpreter, SignatureRunner
 from offload._loader import load_model
 from offload._matrix import capability_matrix
@@ -32,6 +32,7 @@ __all__ = [
     "ModelTypeSupport",
     "Node",
     "OpCapability",
+    "OpOptions",
     "Partition",
     "Plan",
     "SignatureRunner",

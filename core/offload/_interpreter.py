@@ -25,7 +25,9 @@ import numpy as np
 from offload._arena import StepTensors, plan_arena
 from offload._auto import choose_delegates
 from offload._delegate import Delegate, DelegateKernel
+from offload._fold import FOLDABLE_OPS, fold_constants
 from offload._graph import Model, Subgraph, Tensor
+from offload._introspect import array_root, held_bytes, reported_bytes, reported_stats
 from offload._loader import load_model
 from offload._partition import Partition, check_execution_order
 from offload._plan import Plan, Step, make_plan
@@ -47,7 +49,6 @@ from offload.ops._base import Shape, ShapeContext
 __all__ = ["Interpreter", "SignatureRunner"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
-_FOLDABLE = frozenset({"DEQUANTIZE", "DENSIFY"})
 # The default of ``max_tensor_bytes``: no tensor of a model run from Python needs more, and a
 # crafted model asking for more (a FILL of 2^40 elements) fails before allocating it.
 DEFAULT_MAX_TENSOR_BYTES = 2 * 2**30
@@ -108,6 +109,8 @@ class _Executor:
         # Declared output shapes the ops contradict, replaced by the computed ones in
         # ``self.subgraph`` before anything plans or allocates (see _correct_declared_shapes).
         self.shape_corrections: list[dict[str, Any]] | None = None
+        # Nodes folded into constants of ``self.subgraph`` before planning (see _fold_static).
+        self.static_folded: tuple[int, ...] | None = None
         self.delegates = list(delegates)
         self.allow_cpu_fallback = allow_cpu_fallback
         self.preserve_all_tensors = preserve_all_tensors
@@ -136,7 +139,8 @@ class _Executor:
 
     def _make_plan(self) -> Plan:
         self._correct_declared_shapes()
-        plan = make_plan(self.model, self.subgraph, self.delegates)
+        self._fold_static()
+        plan = make_plan(self.model, self.subgraph, self.delegates, folded=self.static_folded)
         if self.delegates and not self.allow_cpu_fallback and plan.cpu_nodes():
             lines = []
             for op, entry in plan.fallback_summary().items():
@@ -357,20 +361,29 @@ class _Executor:
         assert self.plan is not None
         return self.delegates[self.plan.delegates.index(name)]
 
-    def _fold_constants(self, plan: Plan) -> None:
-        """Run DEQUANTIZE / DENSIFY of constants once, as LiteRT's kernels do.
+    def _fold_static(self) -> None:
+        """Fold DEQUANTIZE / DENSIFY of constants into constants of ``self.subgraph``, once,
+        after the declared shapes are corrected (and held to the memory budget) and before
+        planning: the planner, the CPU kernels and every delegate then see plain constants."""
+        if self.static_folded is not None:
+            return
+        folding = fold_constants(self.subgraph, self.max_tensor_bytes)
+        self.subgraph = folding.subgraph
+        self.static_folded = folding.nodes
 
-        LiteRT evaluates these once and keeps the result in a persistent buffer; a stateful
-        op reading that buffer (an LSTM state dequantized from float16 zeros) then updates it
-        in place across invokes. Folding gives the same semantics, and lets kernels that read
-        the result pre-transform it as a weight.
+    def _fold_constants(self, plan: Plan) -> None:
+        """Run the DEQUANTIZE / DENSIFY of constants that _fold_static left, once per reset.
+
+        These are the ones whose outputs are state: LiteRT evaluates them once into a
+        persistent buffer that a stateful op (an LSTM state dequantized from float16 zeros)
+        then updates in place across invokes, until reset_all_variables starts it over.
         """
         sg = self.subgraph
         for step in plan.steps:
             if step.kind != "cpu" or step.index in self.folded_nodes:
                 continue
             node = sg.nodes[step.index]
-            if node.op not in _FOLDABLE or not all(
+            if node.op not in FOLDABLE_OPS or not all(
                 i < 0 or sg.tensors[i].is_constant or i in self.folded for i in node.inputs
             ):
                 continue
@@ -1051,6 +1064,88 @@ class Interpreter:
             row["calls"] += len(times)
             row["total_ms"] += 1000 * sum(times)
         return sorted(rows.values(), key=lambda r: -r["total_ms"])
+
+    def memory_report(self) -> dict[str, int]:
+        """Bytes the main subgraph holds now, by kind (see ``docs/introspection.md``).
+
+        ``tensors``: the arrays behind tensor values (inputs, outputs, variables, constants,
+        folded constants, intermediates not in the arena), each allocation counted once;
+        ``constant_tensors``: the constants among them (model constants are views of the
+        model file); ``arena``: the block intermediates share (0 before ``allocate_tensors``,
+        after a resize, or with preserved tensors); ``cpu_kernel_buffers``: arrays the CPU
+        kernels own (weights in their compute layout, tables); ``delegate_device_buffers`` and
+        ``delegate_host_buffers``: what delegate kernels report through ``memory_bytes()``,
+        ``delegate_buffers`` their sum (0 for kernels that report nothing).
+        """
+        ex = self._executor
+        arena_id = None if ex.arena is None else id(array_root(ex.arena))
+        tensors = constants = 0
+        seen: set[Any] = set()
+        held: list[np.ndarray] = []
+        for t, buf in enumerate(ex.buffers):
+            if buf is None:
+                continue
+            held.append(buf)
+            root = array_root(buf)
+            if id(root) == arena_id:
+                continue
+            # An owned root is one allocation; a view of the model file counts its own span.
+            key = id(root) if root.flags.owndata else (buf.ctypes.data, buf.nbytes)
+            if key in seen:
+                continue
+            seen.add(key)
+            size = root.nbytes if root.flags.owndata else buf.nbytes
+            tensors += size
+            if ex.subgraph.tensors[t].is_constant or t in ex.folded:
+                constants += size
+        held.extend(ex.folded.values())
+        if ex.arena is not None:
+            held.append(ex.arena)
+        device = host = 0
+        for kernel in ex.delegate_kernels.values():
+            reported = reported_bytes(kernel)
+            device += reported["device"]
+            host += reported["host"]
+        return {
+            "tensors": tensors,
+            "constant_tensors": constants,
+            "arena": 0 if ex.arena is None else int(ex.arena.nbytes),
+            "cpu_kernel_buffers": held_bytes(ex.cpu_kernels.values(), exclude=held),
+            "delegate_device_buffers": device,
+            "delegate_host_buffers": host,
+            "delegate_buffers": device + host,
+        }
+
+    def delegate_kernels(self) -> dict[int, DelegateKernel]:
+        """The delegate kernels running partitions now, by partition index.
+
+        Filled by ``allocate_tensors``; a partition handed back to the CPU has none. Read
+        them for a delegate's own figures; ``init``, ``prepare`` and ``invoke`` are the
+        interpreter's to call.
+        """
+        return dict(self._executor.delegate_kernels)
+
+    def delegate_kernel_stats(self) -> list[dict[str, Any]]:
+        """Per delegate partition running now: delegate, nodes, reported memory and stats.
+
+        ``memory`` is the kernel's ``memory_bytes()`` (``{"device": .., "host": ..}``, zeros
+        when it reports nothing); ``stats`` its ``stats()`` (a delegate's own figures, such
+        as whether its program came from the cache), ``{}`` when it has none.
+        """
+        ex = self._executor
+        rows = []
+        for index, kernel in sorted(ex.delegate_kernels.items()):
+            partition = self.plan().partitions[index]
+            rows.append(
+                {
+                    "partition": index,
+                    "delegate": partition.delegate,
+                    "nodes": list(partition.nodes),
+                    "memory": reported_bytes(kernel),
+                    "stats": reported_stats(kernel),
+                }
+            )
+        return rows
 
 
 class SignatureRunner:

@@ -11,7 +11,7 @@ sees the earlier ones' partitions as opaque steps.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from offload._graph import Subgraph
@@ -105,13 +105,18 @@ def _tensor_name(subgraph: Subgraph, t: int) -> str:
     return f"{t} ({subgraph.tensors[t].name!r})"
 
 
-def initial_units(subgraph: Subgraph) -> list[Unit]:
-    return [Unit(nodes=[node.index]) for node in subgraph.nodes]
+def initial_units(subgraph: Subgraph, folded: Collection[int] = ()) -> list[Unit]:
+    """One CPU unit per node, except the nodes the core folded into constants."""
+    skip = set(folded)
+    return [Unit(nodes=[node.index]) for node in subgraph.nodes if node.index not in skip]
 
 
 def _unit_graph(subgraph: Subgraph, units: Sequence[Unit]) -> tuple[list[int], list[list[int]]]:
-    """Per unit: how many other units it reads from, and which units read from it."""
-    node_unit = [0] * len(subgraph.nodes)
+    """Per unit: how many other units it reads from, and which units read from it.
+
+    A node in no unit was folded: its outputs are constants, so reading them waits on nothing.
+    """
+    node_unit = [-1] * len(subgraph.nodes)
     for u, unit in enumerate(units):
         for n in unit.nodes:
             node_unit[n] = u
@@ -129,7 +134,7 @@ def _unit_graph(subgraph: Subgraph, units: Sequence[Unit]) -> tuple[list[int], l
                 if p is None:
                     continue
                 d = node_unit[p]
-                if d != u and seen[d] != u:
+                if d >= 0 and d != u and seen[d] != u:
                     seen[d] = u
                     waiting[u] += 1
                     dependents[d].append(u)

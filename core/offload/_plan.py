@@ -6,10 +6,11 @@ drawn; the interpreter only reads it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from offload._fold import fold_constants
 from offload._partition import (
     Partition,
     Unit,
@@ -46,6 +47,9 @@ class Plan:
     node_reasons: dict[str, dict[int, str]] = field(default_factory=dict)
     # delegate name -> why it rejected the whole model (model type, platform)
     model_rejections: dict[str, str] = field(default_factory=dict)
+    # Nodes the core ran once before planning (DEQUANTIZE / DENSIFY of constants): their
+    # outputs are constants of ``subgraph``; they are in no step (see offload._fold).
+    folded: tuple[int, ...] = ()
 
     def cpu_nodes(self) -> list[int]:
         return [s.index for s in self.steps if s.kind == "cpu"]
@@ -99,6 +103,10 @@ class Plan:
             "cpu": {"nodes": self.cpu_nodes()},
             "fallback": self.fallback_summary(),
             "steps": [{"kind": s.kind, "index": s.index} for s in self.steps],
+            "folded": {
+                "nodes": list(self.folded),
+                "tensors": [t for n in self.folded for t in self.subgraph.nodes[n].outputs],
+            },
         }
 
 
@@ -119,15 +127,28 @@ def _unique_names(delegates: Sequence[Delegate]) -> list[str]:
     return names
 
 
-def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -> Plan:
+def make_plan(
+    model: Model,
+    subgraph: Subgraph,
+    delegates: Sequence[Delegate],
+    folded: Collection[int] | None = None,
+) -> Plan:
     """Offer the graph to each delegate in priority order; the CPU reference takes the rest.
+
+    ``folded``: the nodes already folded into constants of ``subgraph`` (the interpreter folds
+    once, after correcting declared shapes); None folds here (see :func:`fold_constants`).
+    Folded nodes are offered to no delegate and planned into no step.
 
     Raises :class:`offload.errors.InvalidGraphError` when the operators are not in execution
     order (see :func:`offload._partition.check_execution_order`).
     """
     check_execution_order(subgraph)
+    if folded is None:
+        folding = fold_constants(subgraph)
+        subgraph, folded = folding.subgraph, folding.nodes
+    folded = tuple(sorted(folded))
     names = _unique_names(delegates)
-    units: list[Unit] = initial_units(subgraph)
+    units: list[Unit] = initial_units(subgraph, folded)
     node_reasons: dict[str, dict[int, str]] = {}
     rejections: dict[str, str] = {}
     for delegate, name in zip(delegates, names):
@@ -177,6 +198,7 @@ def make_plan(model: Model, subgraph: Subgraph, delegates: Sequence[Delegate]) -
         steps=steps,
         node_reasons=node_reasons,
         model_rejections=rejections,
+        folded=folded,
     )
 
 

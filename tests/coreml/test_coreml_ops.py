@@ -341,7 +341,8 @@ def test_op_matches_cpu_reference(op, ins, out_shape, options, version):
 
 
 def test_float16_weights_are_folded():
-    """float16 weights behind DEQUANTIZE become float32 program constants, not inputs."""
+    """float16 weights behind DEQUANTIZE reach the delegate folded: float32 program constants,
+    not inputs, and no DEQUANTIZE in the partition."""
     b = builder.ModelBuilder()
     xi = b.add_input("x", (1, 6, 6, 3), np.float32)
     w16 = b.add_constant("w16", RNG.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float16))
@@ -353,9 +354,10 @@ def test_float16_weights_are_folded():
     b.add_operator("DEQUANTIZE", [b16], [bf], version=3)
     b.add_operator("CONV_2D", [xi, wf, bf], [y], conv_opts(act="RELU"))
     b.add_output(y)
-    checked = check_partitions(b.build())
+    checked = check_partitions(b.build(), min_nodes_per_partition=1)
     assert checked.plan.model_type == "float16"
-    assert [p.nodes for p in checked.plan.partitions] == [(0, 1, 2)]
+    assert checked.plan.folded == (0, 1)
+    assert [p.nodes for p in checked.plan.partitions] == [(2,)]
     (converted,) = checked.programs
     assert [name for _, name in converted.inputs] == ["in_0"]
     assert max(checked.errors.values()) <= TOLERANCE

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import offload
+from offload.geometry import geometry
 from offload.ops import kernel_class
-from offload.ops._conv import geometry, quantize_rows
+from offload.ops._conv import quantize_rows
 
 builder = pytest.importorskip("offload.model.builder", reason="needs offload.model.builder")
 litert = pytest.importorskip("ai_edge_litert.interpreter")

@@ -16,9 +16,9 @@ import pytest
 
 from offload import load_model
 from offload._graph import DimensionMetadata, Node, Sparsity, Subgraph, Tensor
+from offload.geometry import geometry
 from offload.ops import kernel_class
 from offload.ops._base import Shape, ShapeContext
-from offload.ops._conv import geometry
 from offload.ops.densify import Densify, densify
 
 builder = pytest.importorskip("offload.model.builder", reason="needs offload.model.builder")

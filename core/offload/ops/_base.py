@@ -131,6 +131,16 @@ class OpKernel:
         """
         return None
 
+    @classmethod
+    def state_inputs(cls, options: Any) -> tuple[int, ...]:
+        """Input positions whose arrays ``run`` updates in place: a recurrent cell's state.
+
+        The interpreter keeps such inputs in persistent, writable buffers, and never folds
+        them into constants even when they start from one (an LSTM state dequantized from
+        float16 zeros carries over between invokes and restarts at reset_all_variables).
+        """
+        return ()
+
     def setup(self) -> None:
         """Read options and pre-transform constant inputs. Called once, at planning time."""
 

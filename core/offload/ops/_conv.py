@@ -1,6 +1,7 @@
 """Shared machinery of the convolution family (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED,
-TRANSPOSE_CONV, BATCH_MATMUL): TFLite's padding rule, patch extraction, weight preparation,
-requantization multipliers and the on-the-fly input quantization of the hybrid kernels.
+TRANSPOSE_CONV, BATCH_MATMUL): patch extraction, weight preparation, requantization multipliers
+and the on-the-fly input quantization of the hybrid kernels. The padding rule itself is the
+public :mod:`offload.geometry`, shared with delegates.
 
 Integer dot products are computed as float64 GEMMs: every int8/int16 product and every partial
 sum stays far below 2**53, so the result is exact and BLAS-fast, unlike numpy's integer matmul.
@@ -8,14 +9,14 @@ sum stays far below 2**53, so the result is exact and BLAS-fast, unlike numpy's 
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+# geometry and window_options are re-exported only for plugins/gpu_opencl, until it imports
+# them from offload.geometry (issue 10); nothing in core uses them from here.
+from offload.geometry import Geometry, geometry, window_options  # noqa: F401
 from offload.ops._base import ShapeContext, check_shape
 from offload.ops._quant import (
     activation_range_quantized,
@@ -23,18 +24,16 @@ from offload.ops._quant import (
     multiply_by_quantized_multiplier,
     quantize_multipliers,
     quantize_rows,  # noqa: F401  (re-exported)
+    scale_zp,
     tflite_round,
 )
+from offload.quant import channel_scales
 
 if TYPE_CHECKING:
     from offload._graph import Quantization, Tensor
     from offload.ops._base import OpKernel
 
 __all__ = [
-    "window_options",
-    "Geometry",
-    "geometry",
-    "window_geometry",
     "pad_spatial",
     "patches",
     "im2col",
@@ -49,99 +48,8 @@ __all__ = [
     "finish_quantized",
     "quantize_rows",
     "exact_matmul",
-    "scalar_quant",
+    "scale_zp",
 ]
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Output size and padding of one spatial convolution, as TFLite computes them."""
-
-    out_h: int
-    out_w: int
-    pad_top: int
-    pad_bottom: int
-    pad_left: int
-    pad_right: int
-
-
-def window_options(opts: Mapping[str, Any]) -> tuple[tuple[int, int], tuple[int, int], str, str]:
-    """(stride, dilation, padding, fused activation) of a conv or pool node's options."""
-    return (
-        (opts.get("stride_h", 1), opts.get("stride_w", 1)),
-        (opts.get("dilation_h_factor", 1), opts.get("dilation_w_factor", 1)),
-        opts.get("padding", "SAME"),
-        opts.get("fused_activation_function", "NONE"),
-    )
-
-
-def _out_size(padding: str, size: int, filt: int, stride: int, dilation: int) -> int:
-    effective = (filt - 1) * dilation + 1
-    if padding == "SAME":
-        return (size + stride - 1) // stride
-    if padding == "VALID":
-        # C++ integer division truncates toward zero: a filter up to a stride larger than the
-        # input gives LiteRT an empty output, not a negative size.
-        numerator = size + stride - effective
-        return numerator // stride if numerator >= 0 else -(-numerator // stride)
-    raise ValueError(f"expected padding SAME or VALID, found {padding!r}")
-
-
-def _pad(size: int, filt: int, stride: int, dilation: int, out: int) -> tuple[int, int]:
-    # ComputePaddingWithOffset: the odd pixel of padding goes after, never before.
-    effective = (filt - 1) * dilation + 1
-    total = max((out - 1) * stride + effective - size, 0)
-    return total // 2, total // 2 + total % 2
-
-
-@functools.lru_cache(maxsize=512)
-def geometry(
-    padding: str,
-    in_hw: tuple[int, int],
-    filter_hw: tuple[int, int],
-    stride: tuple[int, int],
-    dilation: tuple[int, int] = (1, 1),
-) -> Geometry:
-    """TFLite's ComputePaddingHeightWidth: the output size and the padding on each side.
-
-    Cached: a kernel sees the same shapes on every invoke, so this runs once per shape.
-    """
-    out_h = _out_size(padding, in_hw[0], filter_hw[0], stride[0], dilation[0])
-    out_w = _out_size(padding, in_hw[1], filter_hw[1], stride[1], dilation[1])
-    top, bottom = _pad(in_hw[0], filter_hw[0], stride[0], dilation[0], out_h)
-    left, right = _pad(in_hw[1], filter_hw[1], stride[1], dilation[1], out_w)
-    return Geometry(out_h, out_w, top, bottom, left, right)
-
-
-@functools.lru_cache(maxsize=512)
-def window_geometry(
-    padding: str,
-    in_hw: tuple[int, int],
-    filter_hw: tuple[int, int],
-    stride: tuple[int, int],
-    dilation: tuple[int, int] = (1, 1),
-) -> Geometry:
-    """:func:`geometry` of a CONV_2D or DEPTHWISE_CONV_2D window after LiteRT's Prepare checks:
-    positive strides, dilations, input and filter sizes, and a filter that fits the padded
-    input (an empty output is allowed, as in LiteRT; a negative one is not)."""
-    check_shape(
-        min(stride) >= 1 and min(dilation) >= 1,
-        f"expected strides and dilations >= 1, found stride {list(stride)} and dilation "
-        f"{list(dilation)}",
-    )
-    check_shape(
-        min(in_hw) >= 1 and min(filter_hw) >= 1,
-        f"expected input and filter heights and widths >= 1, found input {list(in_hw)} and "
-        f"filter {list(filter_hw)}",
-    )
-    g = geometry(padding, in_hw, filter_hw, stride, dilation)
-    if g.out_h < 0 or g.out_w < 0:
-        effective = [(k - 1) * d + 1 for k, d in zip(filter_hw, dilation)]
-        raise ValueError(
-            f"expected a filter no larger than the {padding}-padded input {list(in_hw)}, found "
-            f"a filter of {list(filter_hw)} (dilated to {effective})"
-        )
-    return g
 
 
 def pad_spatial(x: np.ndarray, g: Geometry, value: float = 0) -> np.ndarray:
@@ -203,19 +111,11 @@ def weight_value(kernel: OpKernel, position: int) -> np.ndarray | None:
     return kernel.constant(position)
 
 
-def scalar_quant(t: Tensor | None) -> tuple[float, int]:
-    """(scale, zero_point) of a per-tensor quantized tensor; (0.0, 0) when it has none."""
-    q = t.quantization if t is not None else None
-    if q is None or q.scale.size == 0:
-        return 0.0, 0
-    return float(q.scale[0]), int(q.zero_point[0]) if q.zero_point.size else 0
-
-
 def real_multipliers(
     input_scale: float, filter_q: Quantization, output_scale: float, channels: int
 ) -> np.ndarray:
     """input_scale * filter_scale / output_scale per channel, in double."""
-    scales = np.broadcast_to(filter_q.scale.astype(np.float32), (channels,)).astype(np.float64)
+    scales = channel_scales(filter_q, channels).astype(np.float64)
     return np.float64(np.float32(input_scale)) * scales / np.float64(np.float32(output_scale))
 
 
@@ -231,7 +131,7 @@ def output_multipliers(
     ``float_product``: the product input_scale * filter_scale is rounded to float32 first, as
     GetQuantizedConvolutionMultipler does when called without a bias (BATCH_MATMUL).
     """
-    scales = np.broadcast_to(filter_q.scale.astype(np.float32), (channels,))
+    scales = channel_scales(filter_q, channels)
     if float_product:
         real = (np.float32(input_scale) * scales).astype(np.float64) / np.float64(output_scale)
     else:
@@ -296,7 +196,7 @@ def finish_quantized(
     activation's range. ``rounding`` names the multiplier arithmetic of the kernel LiteRT runs:
     "double" (TFLite's reference), "ruy" (LiteRT's GEMM kernels), "wide" (int64 accumulators),
     "real" (then ``multiplier`` holds the float64 real scales and ``shift`` is unused)."""
-    _, zero_point = scalar_quant(output)
+    _, zero_point = scale_zp(output)
     if output.quantization is None:
         lo, hi = dtype_range(output.dtype)
     else:
@@ -328,7 +228,7 @@ def bias_is_wide(bias: Tensor | None, quantized_bias_type: int) -> bool:
     for int32 (TensorType INT32 == 2) in the options."""
     if bias is not None:
         return bias.dtype == np.int64
-    return quantized_bias_type != 2
+    return quantized_bias_type not in (2, "INT32")
 
 
 def filter_zero_point(t: Tensor) -> np.ndarray | int:
@@ -341,10 +241,7 @@ def filter_zero_point(t: Tensor) -> np.ndarray | int:
 
 def filter_scales(t: Tensor, channels: int) -> np.ndarray:
     """The filter's scales as float32, one per output channel."""
-    q = t.quantization
-    if q is None:
-        raise ValueError(f"expected quantization parameters on filter tensor {t.index}")
-    return np.broadcast_to(q.scale.astype(np.float32), (channels,)).copy()
+    return channel_scales(t, channels)
 
 
 def check_bias(ctx: ShapeContext, out_channels: int) -> None:

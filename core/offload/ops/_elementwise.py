@@ -32,7 +32,9 @@ from offload.ops._quant import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
+    scale_zp,
 )
+from offload.quant import QUANTIZED_TYPES, is_quantized
 
 __all__ = [
     "BinaryOp",
@@ -49,28 +51,9 @@ __all__ = [
     "add_sub_quantized",
 ]
 
-QUANTIZED_TYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
 _FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
 
 QuantizedFn = Callable[..., np.ndarray]
-
-
-def is_quantized(tensor: Tensor | None) -> bool:
-    """An 8/16-bit integer tensor carrying a per-tensor scale: the quantized kernels apply."""
-    return (
-        tensor is not None
-        and tensor.dtype in QUANTIZED_TYPES
-        and tensor.quantization is not None
-        and tensor.quantization.scale.size > 0
-    )
-
-
-def scale_zp(tensor: Tensor) -> tuple[float, int]:
-    """(scale, zero_point) of a per-tensor quantized tensor, scale as the exact float32 value."""
-    q = tensor.quantization
-    if q is None or q.scale.size == 0:
-        return 0.0, 0
-    return float(np.float32(q.scale[0])), int(q.zero_point[0]) if q.zero_point.size else 0
 
 
 def checked_log2(x: float) -> tuple[bool, int]:

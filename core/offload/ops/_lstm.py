@@ -24,6 +24,7 @@ from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
 from offload.ops._quant import quantize_rows
+from offload.quant import scale_zero_point
 
 __all__ = [
     "Matrix",
@@ -70,7 +71,7 @@ class Matrix:
                     f"expected per-tensor int8 recurrent weights, found per-channel scales on "
                     f"tensor {tensor.index} ({tensor.name!r})"
                 )
-            scale = np.float32(1.0 if q is None else q.scale[0])
+            scale = np.float32(1.0) if q is None else scale_zero_point(q)[0]
             w = np.asarray(value).view(np.int8).astype(np.int32)
             return cls(w, scale, w.sum(axis=1))
         raise UnsupportedOpError(
@@ -135,7 +136,7 @@ class LstmCell:
                 return None
             v = np.asarray(values[i])
             if t.dtype in (np.int8, np.uint8):  # hybrid peepholes are int8 with a scale
-                s = np.float32(t.quantization.scale[0]) if t.quantization else np.float32(1)
+                s = scale_zero_point(t)[0] if t.quantization else np.float32(1)
                 return (v.view(np.int8).astype(np.float32) * s).astype(np.float32)
             if t.dtype != np.float32:
                 raise UnsupportedOpError(

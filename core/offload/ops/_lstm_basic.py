@@ -32,6 +32,7 @@ from offload.ops._quant import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
+    scale_zp,
 )
 
 __all__ = ["BasicLstm", "is_basic"]
@@ -104,7 +105,7 @@ def _per_tensor(tensor: Tensor, describe: str) -> tuple[float, int]:
             f"{describe}: expected per-tensor quantization on tensor {tensor.index} "
             f"({tensor.name!r}) of the quantized BASIC LSTM, found {found}"
         )
-    return float(q.scale[0]), int(q.zero_point[0]) if q.zero_point.size else 0
+    return scale_zp(tensor)
 
 
 def _mul_q15(a: np.ndarray, b: np.ndarray) -> np.ndarray:

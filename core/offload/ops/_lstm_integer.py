@@ -31,6 +31,7 @@ from offload.ops._quant import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
+from offload.quant import scale_zero_point
 
 __all__ = ["IntegerLstmCell"]
 
@@ -168,11 +169,10 @@ class IntegerLstmCell:
                     f"expected a per-tensor {what} scale, found {q.scale.size} scales "
                     f"on tensor {t.index} ({t.name!r})"
                 )
-            return np.float32(q.scale[0])
+            return scale_zero_point(q)[0]
 
         def zero_point_of(t: Tensor) -> int:
-            q = t.quantization
-            return int(q.zero_point[0]) if q is not None and q.zero_point.size else 0
+            return scale_zero_point(t)[1]
 
         def typed(i: int, dtype: type, what: str) -> np.ndarray | None:
             t = tensor(i)

@@ -20,6 +20,7 @@ import numpy as np
 
 from offload._graph import Quantization
 from offload.ops._quant import dtype_range, tflite_round
+from offload.quant import scale_zero_point
 
 __all__ = [
     "lut_from_float",
@@ -37,10 +38,6 @@ def _domain(dtype: np.dtype) -> np.ndarray:
     return np.arange(lo, hi + 1, dtype=np.int64)
 
 
-def _scale_zp(q: Quantization) -> tuple[np.float32, int]:
-    return np.float32(q.scale[0]), int(q.zero_point[0]) if q.zero_point.size else 0
-
-
 def lut_from_float(
     fn: Callable[[np.ndarray], np.ndarray],
     in_q: Quantization,
@@ -54,8 +51,8 @@ def lut_from_float(
     """
     dtype = np.dtype(dtype)
     lo, hi = dtype_range(dtype)
-    in_scale, in_zp = _scale_zp(in_q)
-    out_scale, out_zp = _scale_zp(out_q)
+    in_scale, in_zp = scale_zero_point(in_q)
+    out_scale, out_zp = scale_zero_point(out_q)
     values = _domain(dtype)
     dequantized = in_scale * (values - in_zp).astype(np.float32)
     with np.errstate(all="ignore"):

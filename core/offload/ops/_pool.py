@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from offload.geometry import Geometry, geometry
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
-from offload.ops._conv import Geometry, geometry, pad_spatial, patches
+from offload.ops._conv import pad_spatial, patches
 from offload.ops._quant import activation_range_quantized, dtype_range
 
 __all__ = ["PoolKernel"]

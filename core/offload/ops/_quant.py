@@ -1,18 +1,30 @@
-"""TFLite's integer arithmetic, vectorised: fixed-point multipliers, rounding, requantization.
-
-These follow the semantics of TFLite's ``quantization_util`` and ``common.h`` (the
-double-rounding ``MultiplyByQuantizedMultiplier`` that LiteRT's builtin kernels use), on int64
-numpy arrays so intermediate products never overflow.
+"""The CPU reference's private integer arithmetic: per-row input quantization of the hybrid
+kernels, LiteRT's inverse square root multiplier, and gemmlowp's int16 fixed-point logistic and
+tanh. The shared rules (parameters, quantize / dequantize, multipliers) live in the public
+:mod:`offload.quant` and are re-exported here for the op modules.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
-from offload._graph import Quantization
+from offload._graph import Tensor
+from offload.quant import (
+    activation_range_quantized,
+    dequantize,
+    dtype_range,
+    multiply_by_quantized_multiplier,
+    quantize,
+    quantize_multiplier,
+    quantize_multipliers,
+    requantize,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+    scale_zero_point,
+    tflite_round,
+)
 
 __all__ = [
     "quantize_multiplier",
@@ -26,6 +38,7 @@ __all__ = [
     "dtype_range",
     "activation_range_quantized",
     "requantize",
+    "scale_zp",
     "quantize_rows",
     "inv_sqrt_quantized_multiplier",
     "fixed_point_logistic_int16",
@@ -36,136 +49,11 @@ _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 
 
-def tflite_round(x: np.ndarray | float) -> np.ndarray:
-    """std::round: halves away from zero (numpy's round goes to even)."""
-    x = np.asarray(x)
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
-
-
-def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
-    """(quantized_multiplier in Q0.31, shift) with real = qm * 2**(shift - 31)."""
-    if real_multiplier == 0.0:
-        return 0, 0
-    mantissa, shift = math.frexp(real_multiplier)
-    q = int(np.sign(mantissa) * math.floor(abs(mantissa * (1 << 31)) + 0.5))
-    if q == (1 << 31):
-        q //= 2
-        shift += 1
-    if shift < -31:
-        shift, q = 0, 0
-    return q, shift
-
-
-def quantize_multipliers(real_multipliers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel version of :func:`quantize_multiplier`: (int64 multipliers, int64 shifts)."""
-    flat = np.asarray(real_multipliers, np.float64).ravel()
-    pairs = [quantize_multiplier(float(m)) for m in flat]
-    qm = np.array([p[0] for p in pairs], np.int64)
-    shift = np.array([p[1] for p in pairs], np.int64)
-    return qm, shift
-
-
-def saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """gemmlowp's SaturatingRoundingDoublingHighMul on int32 values held in int64."""
-    a = np.asarray(a, np.int64)
-    b = np.asarray(b, np.int64)
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    total = ab + nudge
-    # C++ integer division truncates toward zero.
-    high = np.where(total >= 0, total >> 31, -((-total) >> 31))
-    overflow = (a == _INT32_MIN) & (b == _INT32_MIN)
-    return np.where(overflow, _INT32_MAX, high)
-
-
-def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
-    """gemmlowp's RoundingDivideByPOT: x / 2**exponent, rounding halves away from zero."""
-    x = np.asarray(x, np.int64)
-    exponent = np.asarray(exponent, np.int64)
-    mask = (np.int64(1) << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
-
-
-def multiply_by_quantized_multiplier(
-    x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int
-) -> np.ndarray:
-    """TFLite's MultiplyByQuantizedMultiplier (double rounding), broadcasting per channel."""
-    shift = np.asarray(shift, np.int64)
-    left = np.maximum(shift, 0)
-    right = np.maximum(-shift, 0)
-    shifted = np.asarray(x, np.int64) * (np.int64(1) << left)
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
-
-
-def dtype_range(dtype: np.dtype | type) -> tuple[int, int]:
-    info = np.iinfo(dtype)
-    return int(info.min), int(info.max)
-
-
-def quantize(values: np.ndarray, q: Quantization, dtype: np.dtype | type) -> np.ndarray:
-    """float -> integer the way TFLite's QUANTIZE does (round half away from zero, clamp)."""
-    lo, hi = dtype_range(dtype)
-    scale = q.scale.astype(np.float32)
-    zero_point = q.zero_point
-    values = np.asarray(values, np.float32)
-    if q.per_channel:
-        shape = [1] * values.ndim
-        shape[q.quantized_dimension] = -1
-        scale = scale.reshape(shape)
-        zero_point = zero_point.reshape(shape)
-    scaled = tflite_round(values / scale) + zero_point
-    return np.clip(scaled, lo, hi).astype(dtype)
-
-
-def dequantize(values: np.ndarray, q: Quantization | None) -> np.ndarray:
-    """integer -> float32: scale * (q - zero_point), per tensor or per channel."""
-    values = np.asarray(values)
-    if q is None:
-        return values.astype(np.float32)
-    scale = q.scale.astype(np.float32)
-    zero_point = q.zero_point
-    if q.per_channel:
-        shape = [1] * values.ndim
-        shape[q.quantized_dimension] = -1
-        scale = scale.reshape(shape)
-        zero_point = zero_point.reshape(shape)
-    return ((values.astype(np.int64) - zero_point).astype(np.float32) * scale).astype(np.float32)
-
-
-def activation_range_quantized(
-    activation: str, q: Quantization, dtype: np.dtype | type
-) -> tuple[int, int]:
-    """CalculateActivationRangeQuantized: the clamp range of a fused activation in q-space."""
-    lo, hi = dtype_range(dtype)
-    scale = float(q.scale[0])
-    zero_point = int(q.zero_point[0]) if q.zero_point.size else 0
-
-    def to_q(value: float) -> int:
-        return zero_point + int(tflite_round(np.float32(value) / np.float32(scale)))
-
-    if activation == "RELU":
-        return max(lo, to_q(0.0)), hi
-    if activation == "RELU6":
-        return max(lo, to_q(0.0)), min(hi, to_q(6.0))
-    if activation == "RELU_N1_TO_1":
-        return max(lo, to_q(-1.0)), min(hi, to_q(1.0))
-    return lo, hi
-
-
-def requantize(
-    acc: np.ndarray,
-    multiplier: np.ndarray | int,
-    shift: np.ndarray | int,
-    zero_point: int,
-    clamp: tuple[int, int],
-    dtype: np.dtype | type,
-) -> np.ndarray:
-    """int32 accumulator -> output integer type: scale by the fixed-point multiplier, add the
-    output zero point, clamp to the activation range."""
-    scaled = multiply_by_quantized_multiplier(acc, multiplier, shift) + zero_point
-    return np.clip(scaled, clamp[0], clamp[1]).astype(dtype)
+def scale_zp(tensor: Tensor | None) -> tuple[float, int]:
+    """:func:`offload.quant.scale_zero_point` with the scale widened to a Python float (its
+    value unchanged): for kernels that, like TFLite's, derive their multipliers in double."""
+    scale, zero_point = scale_zero_point(tensor)
+    return float(scale), zero_point
 
 
 def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

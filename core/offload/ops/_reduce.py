@@ -21,7 +21,6 @@ __all__ = [
     "ReduceKernel",
     "reduced_shape",
     "resolve_axes",
-    "quant_params",
     "multiply_by_quantized_multiplier_int64",
     "mean_multiplier_for_count",
 ]
@@ -41,15 +40,6 @@ def resolve_axes(axis: np.ndarray, ndim: int) -> tuple[int, ...]:
         if a not in out:
             out.append(a)
     return tuple(out)
-
-
-def quant_params(tensor: object) -> tuple[np.float32, int]:
-    """(scale as TFLite's float32 params.scale, zero point) of a per-tensor quantized tensor."""
-    q = getattr(tensor, "quantization", None)
-    if q is None or q.scale.size == 0:
-        return np.float32(0.0), 0
-    zero_point = int(q.zero_point[0]) if q.zero_point.size else 0
-    return np.float32(q.scale[0]), zero_point
 
 
 def multiply_by_quantized_multiplier_int64(

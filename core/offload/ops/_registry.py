@@ -8,15 +8,29 @@ imported the first time a model needs it, so loading offload stays cheap.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from offload.errors import UnsupportedOpError
+import numpy as np
+
+from offload.errors import TensorShapeError, UnsupportedOpError
+from offload.ops._base import Shape, ShapeContext
 
 if TYPE_CHECKING:
-    from offload._graph import Node
+    from offload._graph import Node, Subgraph
     from offload.ops._base import OpKernel
 
-__all__ = ["register", "kernel_class", "supported_ops", "OP_MODULES", "UNSUPPORTED_CONTROL_FLOW"]
+__all__ = [
+    "register",
+    "kernel_class",
+    "output_shapes",
+    "supported_ops",
+    "OP_MODULES",
+    "UNSUPPORTED_CONTROL_FLOW",
+]
+
+# What a shape rule raises on inputs that cannot be valid for its op (see OpKernel.output_shapes).
+_INVALID = (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError)
 
 # The op modules of the CPU reference, one per TFLite builtin op (module name = op name, lower).
 OP_MODULES: tuple[str, ...] = (
@@ -193,3 +207,35 @@ def kernel_class(node: Node) -> type[OpKernel]:
             f"found version {node.version}"
         )
     return cls
+
+
+def output_shapes(
+    node: Node, subgraph: Subgraph, input_shapes: Sequence[Shape | None] | None = None
+) -> list[Shape | None] | None:
+    """The output shapes the CPU reference computes for ``node``, after LiteRT's Prepare checks.
+
+    ``input_shapes`` default to the shapes the subgraph declares (None for an omitted input);
+    constant inputs (folded ones included) are read from the subgraph. Returns one shape per
+    output, None for an output whose shape depends on values known only at invoke, or None
+    overall for an op without a shape rule. Raises :class:`~offload.errors.TensorShapeError`
+    naming the node when the inputs cannot be valid for the op, and
+    :class:`~offload.errors.UnsupportedOpError` when the CPU reference has no kernel for it.
+    """
+    cls = kernel_class(node)
+    tensors = subgraph.tensors
+    if input_shapes is None:
+        input_shapes = [tensors[t].shape if t >= 0 else None for t in node.inputs]
+
+    def constant(position: int) -> np.ndarray | None:
+        tensor = tensors[node.inputs[position]]
+        if not tensor.is_constant or tensor.sparsity is not None or tensor.dtype.kind == "O":
+            return None
+        return tensor.constant_value()
+
+    try:
+        shapes = cls.output_shapes(ShapeContext(node, input_shapes, constant))
+    except _INVALID as exc:
+        raise TensorShapeError(f"{node.describe()}: {exc}") from exc
+    if shapes is None:
+        return None
+    return [None if s is None else tuple(int(d) for d in s) for s in shapes]

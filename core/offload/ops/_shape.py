@@ -13,6 +13,7 @@ import numpy as np
 
 from offload._graph import Tensor
 from offload.ops._base import check_shape
+from offload.quant import scale_zero_point
 
 __all__ = [
     "int_list",
@@ -75,10 +76,7 @@ def resolve_shape(shape: Iterable[int], input_shape: tuple[int, ...]) -> tuple[i
 
 def zero_point(tensor: Tensor | None) -> int:
     """The per-tensor zero point, 0 for float or unquantized tensors."""
-    q = tensor.quantization if tensor is not None else None
-    if q is None or q.zero_point.size == 0:
-        return 0
-    return int(q.zero_point.reshape(-1)[0])
+    return scale_zero_point(tensor)[1]
 
 
 def padded(

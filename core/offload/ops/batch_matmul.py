@@ -15,7 +15,7 @@ from offload.ops._conv import (
     kind_of,
     output_multipliers,
     quantize_rows,
-    scalar_quant,
+    scale_zp,
     weight_value,
 )
 from offload.ops._registry import register
@@ -71,10 +71,10 @@ class BatchMatMul(OpKernel):
             self.scales = filter_scales(rhs, cols)
             self.per_channel = rhs.quantization.scale.size > 1
         elif self.kind == "quantized" and out.dtype != np.int32:
-            l_scale, _ = scalar_quant(lhs)
+            l_scale, _ = scale_zp(lhs)
             # BATCH_MATMUL's multiplier rounds lhs_scale * rhs_scale to float32 first.
             self.mult, self.shift = output_multipliers(
-                l_scale, rhs.quantization, scalar_quant(out)[0], 1, float_product=True
+                l_scale, rhs.quantization, scale_zp(out)[0], 1, float_product=True
             )
             self.rounding = "wide" if lhs.dtype == np.int16 else "double"
 
@@ -84,7 +84,7 @@ class BatchMatMul(OpKernel):
             rhs = np.swapaxes(rhs, -1, -2)
         if self.kind == "float":
             return np.ascontiguousarray(rhs, np.float32)
-        zp = scalar_quant(self.inputs[1])[1] if self.kind == "quantized" else 0
+        zp = scale_zp(self.inputs[1])[1] if self.kind == "quantized" else 0
         if self.kind == "quantized" and self.outputs[0].dtype == np.int32:
             zp = 0  # the int8 -> int32 kernel ignores zero points
         return np.ascontiguousarray(rhs, np.float64) - zp
@@ -99,7 +99,7 @@ class BatchMatMul(OpKernel):
         if self.kind == "hybrid":
             return self._run_hybrid(lhs, rhs)
         out = self.outputs[0]
-        zp = 0 if out.dtype == np.int32 else scalar_quant(self.inputs[0])[1]
+        zp = 0 if out.dtype == np.int32 else scale_zp(self.inputs[0])[1]
         acc = np.rint(np.matmul(lhs.astype(np.float64) - zp, rhs)).astype(np.int64)
         if out.dtype == np.int32:
             return acc.astype(np.int32)

@@ -11,6 +11,7 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis, zero_point
+from offload.quant import scale_zero_point
 
 
 @register
@@ -44,12 +45,12 @@ class Concatenation(OpKernel):
         # the output's. We rescale int8 the same way rather than refuse the model.
         self.rescale: list[tuple[np.float32, np.float32] | None] = [None] * len(self.inputs)
         if out.dtype in (np.uint8, np.int8) and out.quantization is not None:
-            out_scale = np.float32(out.quantization.scale.reshape(-1)[0])
+            out_scale = scale_zero_point(out)[0]
             inverse = np.float32(1.0) / out_scale
             for i, t in enumerate(self.inputs):
                 if t is None or t.quantization is None:
                     continue
-                scale = np.float32(t.quantization.scale.reshape(-1)[0])
+                scale = scale_zero_point(t)[0]
                 if scale == out_scale and zero_point(t) == zero_point(out):
                     continue
                 s = scale * inverse

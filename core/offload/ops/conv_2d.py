@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
-    Geometry,
     Rounding,
     bias_is_wide,
     check_bias,
@@ -25,10 +25,8 @@ from offload.ops._conv import (
     kind_of,
     output_multipliers,
     quantize_rows,
-    scalar_quant,
+    scale_zp,
     weight_value,
-    window_geometry,
-    window_options,
 )
 from offload.ops._registry import register
 
@@ -103,9 +101,9 @@ class Conv2D(OpKernel):
 
     def _setup_quantized(self, out_ch: int) -> None:
         x, f, bias, out = self.inputs[0], self.inputs[1], self._bias_tensor(), self.outputs[0]
-        in_scale, self.x_zp = scalar_quant(x)
+        in_scale, self.x_zp = scale_zp(x)
         self.mult, self.shift = output_multipliers(
-            in_scale, f.quantization, scalar_quant(out)[0], out_ch
+            in_scale, f.quantization, scale_zp(out)[0], out_ch
         )
         # LiteRT runs the ruy GEMM unless it falls back to the reference kernel: grouped
         # convolutions, and 16x8 with zero points or int64 accumulators.
@@ -113,7 +111,7 @@ class Conv2D(OpKernel):
         if x.dtype == np.int16:
             if bias_is_wide(bias, self.options.get("quantized_bias_type", 0)):
                 self.rounding = "wide"
-            elif self.x_zp or scalar_quant(out)[1] or np.any(self.w_zp):
+            elif self.x_zp or scale_zp(out)[1] or np.any(self.w_zp):
                 self.rounding = "double"
 
     def _bias_tensor(self) -> Tensor | None:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
-    Geometry,
     check_bias,
     filter_scales,
     filter_zero_point,
@@ -26,10 +26,8 @@ from offload.ops._conv import (
     output_multipliers,
     pad_spatial,
     quantize_rows,
-    scalar_quant,
+    scale_zp,
     weight_value,
-    window_geometry,
-    window_options,
 )
 from offload.ops._registry import register
 
@@ -103,9 +101,9 @@ class DepthwiseConv2D(OpKernel):
         if self.kind == "hybrid":
             self.scales = filter_scales(f, out_ch)
         elif self.kind == "quantized":
-            in_scale, self.x_zp = scalar_quant(x)
+            in_scale, self.x_zp = scale_zp(x)
             self.mult, self.shift = output_multipliers(
-                in_scale, f.quantization, scalar_quant(out)[0], out_ch
+                in_scale, f.quantization, scale_zp(out)[0], out_ch
             )
             # The int16 kernel accumulates in int64 with an int64 bias.
             self.rounding = "wide" if x.dtype == np.int16 else "double"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext
-from offload.ops._quant import dequantize
+from offload.ops._quant import dequantize, scale_zp
 from offload.ops._registry import register
 
 
@@ -40,7 +40,7 @@ class Dequantize(OpKernel):
         assert in_t is not None
         q = in_t.quantization
         if q is not None and not q.per_channel:
-            return self._per_tensor(x, float(np.float32(q.scale[0])), int(q.zero_point[0]))
+            return self._per_tensor(x, *scale_zp(in_t))
         return dequantize(x, q).astype(self.dtype, copy=False)
 
     def _per_tensor(self, x: np.ndarray, scale: float, zp: int) -> np.ndarray:

@@ -21,7 +21,7 @@ from offload.ops._conv import (
     output_multipliers,
     quantize_rows,
     real_multipliers,
-    scalar_quant,
+    scale_zp,
     weight_value,
 )
 from offload.ops._registry import register
@@ -75,7 +75,7 @@ class FullyConnected(OpKernel):
         self.keep_num_dims = bool(opts.get("keep_num_dims", False))
         self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
         x, f, out = self.inputs[0], self.inputs[1], self.outputs[0]
-        if f.sparsity is not None or opts.get("weights_format", 0) != 0:
+        if f.sparsity is not None or opts.get("weights_format", 0) not in (0, "DEFAULT"):
             raise UnsupportedOpError(
                 f"{self.node.describe()}: sparse or shuffled FULLY_CONNECTED weights are not "
                 "supported by the CPU reference; densify the model's weights first"
@@ -96,20 +96,18 @@ class FullyConnected(OpKernel):
             self.scales = filter_scales(f, self.units)
             self.per_channel = f.quantization.scale.size > 1
         elif self.kind == "quantized":
-            in_scale, self.x_zp = scalar_quant(x)
+            in_scale, self.x_zp = scale_zp(x)
             self.mult, self.shift = output_multipliers(
-                in_scale, f.quantization, scalar_quant(out)[0], self.units
+                in_scale, f.quantization, scale_zp(out)[0], self.units
             )
             bias = self.inputs[2] if len(self.inputs) > 2 else None
             # ruy's rounding unless int16 falls back to the reference kernel, which
             # scales by the real multiplier in double.
             self.rounding: Rounding = "ruy"
             wide = bias_is_wide(bias, opts.get("quantized_bias_type", 0))
-            if x.dtype == np.int16 and (wide or self.x_zp or scalar_quant(out)[1]):
+            if x.dtype == np.int16 and (wide or self.x_zp or scale_zp(out)[1]):
                 self.rounding = "real"
-                self.mult = real_multipliers(
-                    in_scale, f.quantization, scalar_quant(out)[0], self.units
-                )
+                self.mult = real_multipliers(in_scale, f.quantization, scale_zp(out)[0], self.units)
 
     def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
         """(O, K) -> contiguous (K, O): float32, or float64 without its zero point."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -79,6 +80,11 @@ class Lstm(LstmKernelMixin, OpKernel):
                 f"expected state input {position} of {x[0]} x {size} elements, found {list(state)}",
             )
         return [(x[0], n_output)]
+
+    @classmethod
+    def state_inputs(cls, options: Any) -> tuple[int, ...]:
+        # The BASIC cell writes its activation and state back into inputs 1 and 4.
+        return (1, 4) if is_basic(options) else (OUTPUT_STATE, CELL_STATE)
 
     def setup(self) -> None:
         self.basic = BasicLstm(self) if is_basic(self.options) else None

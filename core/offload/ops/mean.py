@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from offload.ops._reduce import ReduceKernel, mean_multiplier_for_count, quant_params
+from offload.ops._reduce import ReduceKernel, mean_multiplier_for_count
 from offload.ops._registry import register
+from offload.quant import scale_zero_point
 
 
 @register
@@ -16,8 +17,8 @@ class Mean(ReduceKernel):
     def setup_reducer(self) -> None:
         self.quantized = self.inputs[0].dtype in (np.int8, np.uint8, np.int16)
         if self.quantized:
-            self.in_scale, self.in_zp = quant_params(self.inputs[0])
-            self.out_scale, self.out_zp = quant_params(self.outputs[0])
+            self.in_scale, self.in_zp = scale_zero_point(self.inputs[0])
+            self.out_scale, self.out_zp = scale_zero_point(self.outputs[0])
             # TFLite derives the multiplier in double from the float32 scales.
             real = float(self.in_scale) / float(self.out_scale)
             self.multiplier, self.shift = self.quantize_multiplier(real)

@@ -12,9 +12,9 @@ import numpy as np
 from offload.ops._reduce import (
     ReduceKernel,
     multiply_by_quantized_multiplier_int64,
-    quant_params,
 )
 from offload.ops._registry import register
+from offload.quant import scale_zero_point
 
 
 @register
@@ -25,8 +25,8 @@ class ReduceProd(ReduceKernel):
     def setup_reducer(self) -> None:
         self.quantized = self.is_quantized() and self.inputs[0].dtype in (np.int8, np.int16)
         if self.quantized:
-            self.in_scale, self.in_zp = quant_params(self.inputs[0])
-            self.out_scale, self.out_zp = quant_params(self.outputs[0])
+            self.in_scale, self.in_zp = scale_zero_point(self.inputs[0])
+            self.out_scale, self.out_zp = scale_zero_point(self.outputs[0])
 
     def empty_value(self) -> object:
         return 0 if self.quantized else 1

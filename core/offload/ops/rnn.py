@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,10 @@ class Rnn(RnnKernelMixin, OpKernel):
         x = ctx.shape(0)
         check_shape(len(x) == 2, f"expected an input of shape [batch, input], found {list(x)}")
         return [(x[0], rnn_units(ctx, x[0], x[1]))]
+
+    @classmethod
+    def state_inputs(cls, options: Any) -> tuple[int, ...]:
+        return (4,)
 
     def setup(self) -> None:
         self.build_cell()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from offload.ops._quant import tflite_round
-from offload.ops._reduce import ReduceKernel, quant_params
+from offload.ops._reduce import ReduceKernel
 from offload.ops._registry import register
+from offload.quant import scale_zero_point
 
 
 @register
@@ -17,8 +18,8 @@ class Sum(ReduceKernel):
     def setup_reducer(self) -> None:
         self.quantized = self.inputs[0].dtype in (np.int8, np.uint8, np.int16)
         if self.quantized:
-            in_scale, self.in_zp = quant_params(self.inputs[0])
-            out_scale, self.out_zp = quant_params(self.outputs[0])
+            in_scale, self.in_zp = scale_zero_point(self.inputs[0])
+            out_scale, self.out_zp = scale_zero_point(self.outputs[0])
             self.scale = np.float32(in_scale / out_scale)
 
     def reduce_none(self, x: np.ndarray) -> np.ndarray:

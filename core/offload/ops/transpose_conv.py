@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from offload.geometry import geometry
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
@@ -20,11 +21,10 @@ from offload.ops._conv import (
     filter_scales,
     filter_zero_point,
     finish_quantized,
-    geometry,
     kind_of,
     output_multipliers,
     quantize_rows,
-    scalar_quant,
+    scale_zp,
     weight_value,
 )
 from offload.ops._registry import register
@@ -84,9 +84,9 @@ class TransposeConv(OpKernel):
         if self.kind == "hybrid":
             self.scales = filter_scales(f, f.shape[0])
         elif self.kind == "quantized":
-            in_scale, self.x_zp = scalar_quant(x)
+            in_scale, self.x_zp = scale_zp(x)
             self.mult, self.shift = output_multipliers(
-                in_scale, f.quantization, scalar_quant(out)[0], f.shape[0]
+                in_scale, f.quantization, scale_zp(out)[0], f.shape[0]
             )
             bias = self.inputs[3] if len(self.inputs) > 3 else None
             wide = x.dtype == np.int16 and bias_is_wide(bias, opts.get("quantized_bias_type", 0))

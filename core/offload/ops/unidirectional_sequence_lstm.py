@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,10 @@ class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
                 f"expected a {what} state of {n_batch} x {width} values, found shape {list(found)}",
             )
         return [(*x[:-1], n_output)]
+
+    @classmethod
+    def state_inputs(cls, options: Any) -> tuple[int, ...]:
+        return (OUTPUT_STATE, CELL_STATE)
 
     def setup(self) -> None:
         self.time_major = bool(self.options.get("time_major", False))

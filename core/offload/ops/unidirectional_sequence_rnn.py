@@ -4,6 +4,7 @@ batch-major [B, T, I]); hidden state (input 4) updated in place."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +27,10 @@ class UnidirectionalSequenceRnn(RnnKernelMixin, OpKernel):
         check_shape(len(x) == 3, f"expected an input of shape {layout}, found {list(x)}")
         n_batch = x[1] if time_major else x[0]
         return [(x[0], x[1], rnn_units(ctx, n_batch, x[2]))]
+
+    @classmethod
+    def state_inputs(cls, options: Any) -> tuple[int, ...]:
+        return (4,)
 
     def setup(self) -> None:
         self.time_major = bool(self.options.get("time_major", False))

@@ -7,9 +7,9 @@ The program is built straight from offload's graph (no TensorFlow in between):
   partition's edges (a 4-D boundary input or output) and where TFLite semantics need the
   memory order (RESHAPE / FULLY_CONNECTED of a 4-D tensor); when the move is trivial
   (C == 1 or H == W == 1) a reshape stands in for the transpose.
-* **Weights** are ``const`` ops: TFLite constants, and float16 weights behind DEQUANTIZE
-  (and DENSIFY) folded to float32 by :class:`~offload_coreml._support.Folder`. A boundary
-  tensor that folds is neither a program input nor a program output; the kernel serves it.
+* **Weights** are ``const`` ops: the subgraph's constants. float16 and sparse weights arrive
+  as float32 constants already (offload's core folds DEQUANTIZE / DENSIFY of constants before
+  planning), so they are never partition boundary tensors.
 * **Padding** is always ``pad_type="custom"`` with TFLite's SAME split (the extra pixel after),
   so the program does not depend on how a runtime reads "same".
 * **Names.** Program inputs are ``in_<tensor index>``, outputs ``out_<tensor index>``; op
@@ -21,13 +21,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from offload import Node, Partition, Subgraph
-from offload_coreml._support import Folder
+from offload_coreml._support import constant_value
 
 __all__ = ["ConversionError", "ConvertedPartition", "build_program", "deployment_target"]
 
@@ -40,11 +40,9 @@ class ConversionError(RuntimeError):
 class ConvertedPartition:
     """A partition's program and how its boundary maps onto the program's inputs and outputs."""
 
-    program: Any | None
-    inputs: list[tuple[int, str]]  # (tensor index, program input name), runtime inputs only
+    program: Any
+    inputs: list[tuple[int, str]]  # (tensor index, program input name)
     outputs: list[tuple[int, str]]  # (tensor index, program output name)
-    folded_inputs: list[int] = field(default_factory=list)
-    folded_outputs: dict[int, np.ndarray] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -81,12 +79,11 @@ def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int]:
 class _Builder:
     """Walks one partition's nodes in order, emitting MIL ops into the current block."""
 
-    def __init__(self, subgraph: Subgraph, folder: Folder) -> None:
+    def __init__(self, subgraph: Subgraph) -> None:
         from coremltools.converters.mil import Builder as mb
 
         self.mb = mb
         self.sg = subgraph
-        self.folder = folder
         self.env: dict[int, Any] = {}
         self.node: Node | None = None
         self.count = 0
@@ -102,7 +99,11 @@ class _Builder:
         return tuple(int(d) for d in self.sg.tensors[t].shape)
 
     def const(self, t: int) -> np.ndarray:
-        return self.folder.value(t)
+        value = constant_value(self.sg, t)
+        if value is None:
+            where = self.node.describe() if self.node else "partition"
+            raise ConversionError(f"{where}: tensor {t} is not a constant")
+        return value
 
     def var(self, t: int) -> Any:
         """The program value of a runtime tensor (4-D tensors come back NCHW)."""
@@ -136,8 +137,9 @@ class _Builder:
     def operand(self, t: int, rank: int) -> Any:
         """An elementwise operand laid out for a result of ``rank`` (4 -> NCHW)."""
         shape = self.shape(t)
-        if self.folder.foldable(t):
-            value = np.asarray(self.const(t), dtype=np.float32)
+        value = constant_value(self.sg, t)
+        if value is not None:
+            value = np.asarray(value, dtype=np.float32)
             if rank == 4:
                 value = value.reshape((1,) * (4 - value.ndim) + value.shape).transpose(0, 3, 1, 2)
             return value
@@ -177,8 +179,6 @@ class _Builder:
 
     def convert(self, node: Node) -> None:
         self.node = node
-        if node.op == "DEQUANTIZE":
-            return  # folded: consumers read the float32 constant
         method = getattr(self, f"op_{node.op.lower()}", None)
         if method is None:
             raise ConversionError(f"{node.describe()}: no Core ML conversion for {node.op}")
@@ -413,27 +413,17 @@ class _Builder:
 
 
 def build_program(
-    subgraph: Subgraph, partition: Partition, coreml_version: int = 5, folder: Folder | None = None
+    subgraph: Subgraph, partition: Partition, coreml_version: int = 5
 ) -> ConvertedPartition:
-    """The ML Program (a ``coremltools`` MIL ``Program``) computing ``partition``.
-
-    Returns a :class:`ConvertedPartition` whose ``program`` is None when every boundary output
-    folds (a partition of DEQUANTIZE nodes only): there is nothing to run.
-    """
+    """The ML Program (a ``coremltools`` MIL ``Program``) computing ``partition``."""
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program
 
     start = time.perf_counter()
-    folder = folder or Folder(subgraph)
     tensors = subgraph.tensors
-    runtime_in = [t for t in partition.inputs if not folder.foldable(t)]
-    folded_in = [t for t in partition.inputs if folder.foldable(t)]
-    folded_out = {t: folder.value(t) for t in partition.outputs if folder.foldable(t)}
-    runtime_out = [t for t in partition.outputs if t not in folded_out]
+    runtime_in = list(partition.inputs)
     inputs = [(t, f"in_{t}") for t in runtime_in]
-    outputs = [(t, f"out_{t}") for t in runtime_out]
-    if not runtime_out:
-        return ConvertedPartition(None, [], [], folded_in, folded_out, time.perf_counter() - start)
+    outputs = [(t, f"out_{t}") for t in partition.outputs]
     if not runtime_in:
         raise ConversionError(
             f"partition {partition.index} computes its outputs from constants only; "
@@ -444,7 +434,7 @@ def build_program(
             raise ConversionError(f"boundary input {t} is {tensors[t].dtype}, expected float32")
     specs = {name: mb.TensorSpec(shape=tensors[t].shape) for t, name in inputs}
     with Function(specs, opset_version=deployment_target(coreml_version)) as func:
-        b = _Builder(subgraph, folder)
+        b = _Builder(subgraph)
         for t, name in inputs:
             x = func.inputs[name]
             shape = tuple(tensors[t].shape)
@@ -464,9 +454,7 @@ def build_program(
         func.set_outputs(results)
     program = Program()
     program.add_function("main", func)
-    return ConvertedPartition(
-        program, inputs, outputs, folded_in, folded_out, time.perf_counter() - start
-    )
+    return ConvertedPartition(program, inputs, outputs, time.perf_counter() - start)
 
 
 def to_mlmodel(

@@ -16,7 +16,7 @@ from pydantic import Field, PositiveInt
 import offload
 from offload import Availability, Capabilities, Delegate, DelegateKernel, DelegateOptions
 from offload.errors import DelegateUnavailableError
-from offload_coreml._support import CAPABILITIES, Folder, check_node
+from offload_coreml._support import CAPABILITIES, check_node
 
 __all__ = ["CoreMLOptions", "CoreMLDelegate", "CoreMLKernel", "has_neural_engine"]
 
@@ -78,7 +78,6 @@ class CoreMLDelegate(Delegate):
 
     def __init__(self, options: Any = None) -> None:
         super().__init__(options)
-        self._folder: Folder | None = None
         if (
             sys.platform == "darwin"
             and self.options.enabled_devices == "neural_engine"
@@ -105,13 +104,8 @@ class CoreMLDelegate(Delegate):
             )
         return Availability(True)
 
-    def folder(self, subgraph: offload.Subgraph) -> Folder:
-        if self._folder is None or self._folder.subgraph is not subgraph:
-            self._folder = Folder(subgraph)
-        return self._folder
-
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-        return check_node(node, subgraph, self.folder(subgraph))
+        return check_node(node, subgraph)
 
     def settings(self) -> dict[str, Any]:
         """What the converted program depends on besides the partition (cache key part)."""
@@ -145,30 +139,26 @@ class CoreMLKernel(DelegateKernel):
         self.partition = partition
         self.subgraph = subgraph
         start = time.perf_counter()
-        converted = build_program(
-            subgraph, partition, o.coreml_version, self.delegate.folder(subgraph)
-        )
+        converted = build_program(subgraph, partition, o.coreml_version)
         self.converted = converted
-        self.model = None
-        if converted.program is not None:
-            import coremltools as ct
+        import coremltools as ct
 
-            settings = self.delegate.settings()
-            key = partition_key(subgraph, partition, settings, o.model_token)
-            # The token names the entry, the content guards it (a reused token is rebuilt).
-            content = partition_key(subgraph, partition, settings, None) if o.model_token else key
+        settings = self.delegate.settings()
+        key = partition_key(subgraph, partition, settings, o.model_token)
+        # The token names the entry, the content guards it (a reused token is rebuilt).
+        content = partition_key(subgraph, partition, settings, None) if o.model_token else key
 
-            def build(path: Any) -> None:
-                to_mlmodel(
-                    converted.program, o.compute_precision, o.compute_units, o.coreml_version
-                ).save(str(path))
+        def build(path: Any) -> None:
+            to_mlmodel(
+                converted.program, o.compute_precision, o.compute_units, o.coreml_version
+            ).save(str(path))
 
-            # Held by the kernel: a package that could not be cached lives as long as it.
-            self.cache = ProgramCache(o.cache_dir)
-            path, self.from_cache = self.cache.get_or_build(key, build, guard=content)
-            self.model = ct.models.MLModel(
-                str(path), compute_units=getattr(ct.ComputeUnit, o.compute_units)
-            )
+        # Held by the kernel: a package that could not be cached lives as long as it.
+        self.cache = ProgramCache(o.cache_dir)
+        path, self.from_cache = self.cache.get_or_build(key, build, guard=content)
+        self.model = ct.models.MLModel(
+            str(path), compute_units=getattr(ct.ComputeUnit, o.compute_units)
+        )
         self.conversion_seconds = time.perf_counter() - start
         self.input_names = dict(converted.inputs)
         log.info(
@@ -190,14 +180,9 @@ class CoreMLKernel(DelegateKernel):
                 )
 
     def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        results: dict[int, np.ndarray] = dict(self.converted.folded_outputs)
-        if self.model is not None:
-            feed = {
-                self.input_names[t]: np.ascontiguousarray(x, dtype=np.float32)
-                for t, x in zip(self.partition.inputs, inputs)
-                if t in self.input_names
-            }
-            predicted = self.model.predict(feed)
-            for t, name in self.converted.outputs:
-                results[t] = np.asarray(predicted[name], dtype=np.float32)
-        return [results[t] for t in self.partition.outputs]
+        feed = {
+            self.input_names[t]: np.ascontiguousarray(x, dtype=np.float32)
+            for t, x in zip(self.partition.inputs, inputs)
+        }
+        predicted = self.model.predict(feed)
+        return [np.asarray(predicted[name], dtype=np.float32) for _, name in self.converted.outputs]

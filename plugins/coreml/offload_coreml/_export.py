@@ -29,7 +29,7 @@ from offload_coreml._delegate import VERSION, CoreMLDelegate
 
 __all__ = ["ExportError", "export_coreml", "add_export_command"]
 
-MANIFEST_FORMAT = "offload-coreml-manifest/1"
+MANIFEST_FORMAT = "offload-coreml-manifest/2"
 
 
 class ExportError(offload.errors.OffloadError, ValueError):
@@ -72,15 +72,11 @@ def export_coreml(
             f"cannot export {model_path.name}: the coreml delegate takes none of its "
             f"{len(sg.nodes)} nodes ({_why(plan)})"
         )
-    converted = [
-        build_program(sg, p, delegate.options.coreml_version, delegate.folder(sg))
-        for p in partitions
-    ]
-    with_program = [(p, c) for p, c in zip(partitions, converted) if c.program is not None]
+    converted = [build_program(sg, p, delegate.options.coreml_version) for p in partitions]
     single = out.suffix == ".mlpackage"
-    if single and len(with_program) != 1:
+    if single and len(converted) != 1:
         raise ExportError(
-            f"{out} holds one program, but {model_path.name} splits into {len(with_program)} "
+            f"{out} holds one program, but {model_path.name} splits into {len(converted)} "
             "Core ML programs; pass a directory instead to get one .mlpackage per partition"
         )
     if single:
@@ -99,16 +95,13 @@ def export_coreml(
             "ops": _ops(sg, p.nodes),
             "inputs": [_tensor_entry(sg, t, n) for t, n in c.inputs],
             "outputs": [_tensor_entry(sg, t, n) for t, n in c.outputs],
-            "folded_inputs": c.folded_inputs,
-            "folded_outputs": sorted(c.folded_outputs),
         }
-        if c.program is not None:
-            target = out if single else out / f"partition_{p.index}.mlpackage"
-            t0 = time.perf_counter()
-            mlmodel = to_mlmodel(c.program, o.compute_precision, o.compute_units, o.coreml_version)
-            _replace(target, mlmodel)
-            entry["path"] = target.name
-            entry["conversion_seconds"] = round(c.seconds + time.perf_counter() - t0, 3)
+        target = out if single else out / f"partition_{p.index}.mlpackage"
+        t0 = time.perf_counter()
+        mlmodel = to_mlmodel(c.program, o.compute_precision, o.compute_units, o.coreml_version)
+        _replace(target, mlmodel)
+        entry["path"] = target.name
+        entry["conversion_seconds"] = round(c.seconds + time.perf_counter() - t0, 3)
         programs.append(entry)
     manifest = {
         "format": MANIFEST_FORMAT,
@@ -122,6 +115,8 @@ def export_coreml(
         "layout": "inputs and outputs keep TFLite's shapes (NHWC); programs run NCHW inside",
         "programs": programs,
         "cpu_nodes": plan.cpu_nodes(),
+        # Run once by offload's core before planning (float16 / sparse weights): in no program.
+        "folded_nodes": list(plan.folded),
         "cpu_reasons": {
             op: {reason: nodes for reason, nodes in entry["reasons"].get(delegate.name, {}).items()}
             for op, entry in plan.fallback_summary().items()

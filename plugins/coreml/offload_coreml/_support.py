@@ -6,9 +6,9 @@ offload's core. The rest, which data cannot express, is :func:`check_node`: Lite
 channel-only concatenation, H/W-only padding, single-batch FULLY_CONNECTED), each failing with
 a reason a person can act on.
 
-Weights may be constants or *foldable* tensors: float16 constants behind DEQUANTIZE (the
-float16 model type), possibly behind DENSIFY (sparse float16 weights). The converter folds
-those at conversion time, so a folded tensor never crosses the partition boundary at run time.
+Weights must be constants. offload's core folds float16 weights (DEQUANTIZE of a constant)
+and sparse ones (DENSIFY) into plain float32 constants before it plans, so a float16 model
+reaches this delegate with its weights already constant and its DEQUANTIZE nodes gone.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from offload import Capabilities, ModelTypeSupport, Node, OpCapability, Subgraph
 
-__all__ = ["CAPABILITIES", "FUSED_ACTIVATIONS", "Folder", "check_node"]
+__all__ = ["CAPABILITIES", "FUSED_ACTIVATIONS", "check_node", "constant_value"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH")
 
@@ -62,12 +62,6 @@ CAPABILITIES = Capabilities(
             (1, 2),
             **_ACT,
             constraints=("weights and bias constant", "4-D input"),
-        ),
-        _op(
-            "DEQUANTIZE",
-            (1, 3),
-            dtypes=("float16", "float32"),
-            constraints=("float16 constant input only (folded into the program's weights)",),
         ),
         _op(
             "FULLY_CONNECTED",
@@ -117,7 +111,7 @@ CAPABILITIES = Capabilities(
     model_types={
         "float32": ModelTypeSupport(support="yes"),
         "float16": ModelTypeSupport(
-            support="yes", reason="float16 weights are folded into the program's constants"
+            support="yes", reason="offload's core folds float16 weights into float32 constants"
         ),
         "dynamic_range": _QUANTIZED,
         "int8": _QUANTIZED,
@@ -130,63 +124,15 @@ CAPABILITIES = Capabilities(
 )
 
 
-class Folder:
-    """Finds and computes *foldable* tensors of one subgraph: values known before any invoke.
-
-    A tensor is foldable when it is a dense constant, or the output of DEQUANTIZE of a float16
-    foldable tensor, or of DENSIFY of a sparse constant.
-    """
-
-    def __init__(self, subgraph: Subgraph) -> None:
-        self.subgraph = subgraph
-        self.producers = subgraph.producers()
-        self._known: dict[int, bool] = {}
-        self._values: dict[int, np.ndarray] = {}
-
-    def foldable(self, t: int) -> bool:
-        if t < 0:
-            return False
-        if t not in self._known:
-            self._known[t] = self._foldable(t)
-        return self._known[t]
-
-    def _foldable(self, t: int) -> bool:
-        tensor = self.subgraph.tensors[t]
-        if tensor.is_variable:
-            return False
-        if tensor.is_constant:
-            return tensor.sparsity is None
-        p = self.producers.get(t)
-        if p is None:
-            return False
-        node = self.subgraph.nodes[p]
-        if node.op == "DENSIFY":
-            source = self.subgraph.tensors[node.inputs[0]]
-            return source.is_constant and source.sparsity is not None
-        if node.op == "DEQUANTIZE":
-            source = self.subgraph.tensors[node.inputs[0]]
-            return source.dtype == np.float16 and self.foldable(node.inputs[0])
-        return False
-
-    def value(self, t: int) -> np.ndarray:
-        """The folded value of ``t`` (float32 for dequantized weights)."""
-        if t in self._values:
-            return self._values[t]
-        if not self.foldable(t):
-            raise ValueError(f"tensor {t} is computed at run time and cannot be folded")
-        tensor = self.subgraph.tensors[t]
-        if tensor.is_constant:
-            value = np.asarray(tensor.constant_value())
-        else:
-            node = self.subgraph.nodes[self.producers[t]]
-            if node.op == "DEQUANTIZE":
-                value = self.value(node.inputs[0]).astype(np.float32)
-            else:  # DENSIFY: the CPU reference expands the sparse storage
-                from offload.ops import kernel_class
-
-                value = np.asarray(kernel_class(node)(node, self.subgraph).run(None))
-        self._values[t] = value
-        return value
+def constant_value(subgraph: Subgraph, t: int) -> np.ndarray | None:
+    """The value of tensor ``t`` when it is a dense constant (folded weights included), else
+    None: a tensor computed at run time, an omitted input, or a variable."""
+    if t < 0:
+        return None
+    tensor = subgraph.tensors[t]
+    if not tensor.is_constant or tensor.is_variable or tensor.sparsity is not None:
+        return None
+    return tensor.constant_value()
 
 
 def _pad4(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -225,21 +171,21 @@ def _only_hw(paddings: np.ndarray) -> str | None:
     return None
 
 
-def check_node(node: Node, subgraph: Subgraph, folder: Folder) -> str | None:
+def check_node(node: Node, subgraph: Subgraph) -> str | None:
     """Constraints of LiteRT's Core ML delegate that capabilities cannot express."""
     tensors = subgraph.tensors
     shape = [tensors[i].shape if i >= 0 else None for i in node.inputs]
     first = 2 if node.op == "TRANSPOSE_CONV" else 0
-    if node.op != "DEQUANTIZE" and tensors[node.inputs[first]].dtype != np.float32:
+    if tensors[node.inputs[first]].dtype != np.float32:
         return f"input {first} is {tensors[node.inputs[first]].dtype}, Core ML takes float32 only"
     check = _CHECKS.get(node.op)
-    return check(node, subgraph, folder, shape) if check else None
+    return check(node, subgraph, shape) if check else None
 
 
-def _constant(folder: Folder, node: Node, positions: tuple[int, ...], what: str) -> str | None:
+def _constant(sg: Subgraph, node: Node, positions: tuple[int, ...], what: str) -> str | None:
     for pos in positions:
         t = node.inputs[pos] if pos < len(node.inputs) else -1
-        if t >= 0 and not folder.foldable(t):
+        if t >= 0 and constant_value(sg, t) is None:
             return f"{what} (input {pos}) must be constant, found a tensor computed at run time"
     return None
 
@@ -250,21 +196,21 @@ def _four_d(shape: list[Any], pos: int = 0) -> str | None:
     return None
 
 
-def _check_binary(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
+def _check_binary(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
     if len(node.inputs) != 2:
         return f"expected 2 inputs, found {len(node.inputs)}"
     return broadcast_reason(shape[0], shape[1])
 
 
-def _check_conv(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    return _four_d(shape) or _constant(folder, node, (1, 2), "weights and bias")
+def _check_conv(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
+    return _four_d(shape) or _constant(sg, node, (1, 2), "weights and bias")
 
 
-def _check_transpose_conv(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    reason = _four_d(shape, 2) or _constant(folder, node, (0, 1, 3), "output shape and weights")
+def _check_transpose_conv(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
+    reason = _four_d(shape, 2) or _constant(sg, node, (0, 1, 3), "output shape and weights")
     if reason:
         return reason
-    out = [int(v) for v in folder.value(node.inputs[0]).reshape(-1)]
+    out = [int(v) for v in sg.tensors[node.inputs[0]].constant_value().reshape(-1)]
     (_, h_in, w_in, _), (_, kh, kw, _) = shape[2], shape[1]
     o = node.options
     for size, k, s, name in ((h_in, kh, o.stride_h, "height"), (w_in, kw, o.stride_w, "width")):
@@ -275,8 +221,8 @@ def _check_transpose_conv(node: Node, sg: Subgraph, folder: Folder, shape: list[
     return None
 
 
-def _check_fc(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    reason = _constant(folder, node, (1, 2), "weights and bias")
+def _check_fc(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
+    reason = _constant(sg, node, (1, 2), "weights and bias")
     if reason:
         return reason
     if node.options.get("weights_format", "DEFAULT") not in ("DEFAULT", 0):
@@ -287,7 +233,7 @@ def _check_fc(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str
     return None
 
 
-def _check_concat(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
+def _check_concat(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
     rank = len(shape[0])
     axis = node.options.axis
     if axis not in (-1, rank - 1):
@@ -295,32 +241,32 @@ def _check_concat(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) ->
     return None
 
 
-def _check_pad(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    reason = _four_d(shape) or _constant(folder, node, (1,), "paddings")
+def _check_pad(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
+    reason = _four_d(shape) or _constant(sg, node, (1,), "paddings")
     if reason:
         return reason
     if node.op == "PADV2":
-        reason = _constant(folder, node, (2,), "the pad value")
+        reason = _constant(sg, node, (2,), "the pad value")
         if reason:
             return reason
     if node.op == "MIRROR_PAD" and node.options.get("mode") != "REFLECT":
         return f"mode {node.options.get('mode')}: Core ML mirrors in REFLECT mode only"
-    return _only_hw(folder.value(node.inputs[1]))
+    return _only_hw(sg.tensors[node.inputs[1]].constant_value())
 
 
-def _check_mean(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    return _constant(folder, node, (1,), "axes")
+def _check_mean(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
+    return _constant(sg, node, (1,), "axes")
 
 
-def _check_reshape(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
+def _check_reshape(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
     out = sg.tensors[node.outputs[0]]
     if not out.shape or any(d <= 0 for d in out.shape):
         return f"output shape {list(out.shape)} is not a static shape"
     return None
 
 
-def _check_resize(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    reason = _four_d(shape) or _constant(folder, node, (1,), "size")
+def _check_resize(node: Node, sg: Subgraph, shape: list[Any]) -> str | None:
+    reason = _four_d(shape) or _constant(sg, node, (1,), "size")
     if reason:
         return reason
     if node.options.get("align_corners") and node.options.get("half_pixel_centers"):
@@ -328,25 +274,15 @@ def _check_resize(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) ->
     return None
 
 
-def _check_dequantize(node: Node, sg: Subgraph, folder: Folder, shape: list[Any]) -> str | None:
-    source = sg.tensors[node.inputs[0]]
-    if source.dtype != np.float16:
-        return f"input is {source.dtype}: only float16 weights are dequantized (folded)"
-    if not folder.foldable(node.inputs[0]):
-        return "input is computed at run time: only constant float16 weights are folded"
-    return None
-
-
-_Check = Callable[[Node, Subgraph, Folder, list[Any]], "str | None"]
+_Check = Callable[[Node, Subgraph, list[Any]], "str | None"]
 _CHECKS: dict[str, _Check] = {
     "ADD": _check_binary,
     "MUL": _check_binary,
-    "AVERAGE_POOL_2D": lambda n, sg, f, s: _four_d(s),
-    "MAX_POOL_2D": lambda n, sg, f, s: _four_d(s),
+    "AVERAGE_POOL_2D": lambda n, sg, s: _four_d(s),
+    "MAX_POOL_2D": lambda n, sg, s: _four_d(s),
     "CONCATENATION": _check_concat,
     "CONV_2D": _check_conv,
     "DEPTHWISE_CONV_2D": _check_conv,
-    "DEQUANTIZE": _check_dequantize,
     "FULLY_CONNECTED": _check_fc,
     "MEAN": _check_mean,
     "MIRROR_PAD": _check_pad,

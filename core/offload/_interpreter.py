@@ -2,705 +2,45 @@
 
 A program written for ``ai_edge_litert.interpreter.Interpreter`` runs unchanged with
 ``from offload import Interpreter``. Work is split as LiteRT splits it: ``allocate_tensors``
-plans (partitions, builds kernels, pre-transforms weights, initialises delegate partitions,
-allocates input buffers, the liveness table and the arena of intermediates, see
-:mod:`offload._arena`); ``invoke`` only runs the flat step list.
+plans and allocates, ``invoke`` only runs the flat step list; both are the executor's
+(:mod:`offload._executor`). This module is the front end: argument checks, tensor access,
+signatures and offload's reports.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
-import math
 import os
-import threading
-import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from offload._arena import StepTensors, plan_arena
 from offload._auto import choose_delegates
 from offload._delegate import Delegate, DelegateKernel
-from offload._fold import FOLDABLE_OPS, fold_constants
-from offload._graph import Model, Subgraph, Tensor
+from offload._executor import Executor
+from offload._graph import Model, Tensor
 from offload._introspect import array_root, held_bytes, reported_bytes, reported_stats
 from offload._loader import load_model
-from offload._partition import Partition, check_execution_order
-from offload._plan import Plan, Step, make_plan
+from offload._plan import Plan
 from offload._plugins import load_delegate
+from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
+from offload._tensor_details import tensor_details
 from offload.errors import (
-    CpuFallbackError,
-    DelegateError,
     InterpreterStateError,
-    MemoryBudgetError,
-    OffloadError,
-    OpExecutionError,
     TensorIndexError,
     TensorShapeError,
     TensorTypeError,
 )
-from offload.ops import kernel_class
-from offload.ops._base import Shape, ShapeContext
 
 __all__ = ["Interpreter", "SignatureRunner"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
-# The default of ``max_tensor_bytes``: no tensor of a model run from Python needs more, and a
-# crafted model asking for more (a FILL of 2^40 elements) fails before allocating it.
-DEFAULT_MAX_TENSOR_BYTES = 2 * 2**30
-# What a shape rule or a kernel's setup raises on inputs that cannot be valid; anything else
-# escaping them is a bug in offload and is reported as one, still typed.
-_INVALID_INPUT = (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError)
-
-
-def _shapes_str(tensors: Sequence[int], shapes: Sequence[Shape | None]) -> str:
-    return ", ".join(
-        "omitted" if t < 0 or shape is None else f"{list(shape)}"
-        for t, shape in zip(tensors, shapes)
-    )
-
-
-def _shape_str(a: Any) -> str:
-    if a is None:
-        return "None"
-    return f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
-
-
-class _CompiledStep:
-    __slots__ = ("run", "inputs", "outputs", "release", "step", "label", "single", "kernel")
-
-    def __init__(
-        self,
-        run: Callable[..., Any],
-        inputs: tuple[int, ...],
-        outputs: tuple[int, ...],
-        step: Step,
-        label: str,
-        kernel: Any = None,
-    ) -> None:
-        self.run = run
-        self.kernel = kernel  # the CPU kernel; None for a delegate partition
-        self.inputs = inputs
-        self.outputs = outputs
-        self.release: tuple[int, ...] = ()
-        self.step = step
-        self.label = label
-        self.single = len(outputs) == 1
-
-
-class _Executor:
-    """Plans and runs one subgraph."""
-
-    def __init__(
-        self,
-        model: Model,
-        subgraph: Subgraph,
-        delegates: Sequence[Delegate],
-        allow_cpu_fallback: bool,
-        preserve_all_tensors: bool,
-        max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
-    ) -> None:
-        self.model = model
-        self.subgraph = subgraph
-        # Declared output shapes the ops contradict, replaced by the computed ones in
-        # ``self.subgraph`` before anything plans or allocates (see _correct_declared_shapes).
-        self.shape_corrections: list[dict[str, Any]] | None = None
-        # Nodes folded into constants of ``self.subgraph`` before planning (see _fold_static).
-        self.static_folded: tuple[int, ...] | None = None
-        self.delegates = list(delegates)
-        self.allow_cpu_fallback = allow_cpu_fallback
-        self.preserve_all_tensors = preserve_all_tensors
-        self.max_tensor_bytes = max_tensor_bytes
-        # Held for the length of every call that reads or changes the executor's state, so a
-        # second thread gets a typed error instead of silently mixing its tensors with ours.
-        self.busy = threading.Lock()
-        self.shapes: list[tuple[int, ...]] = [t.shape for t in subgraph.tensors]
-        self.buffers: list[np.ndarray | None] = [None] * len(subgraph.tensors)
-        self.plan: Plan | None = None
-        self.compiled: list[_CompiledStep] = []
-        self.cpu_kernels: dict[int, Any] = {}
-        # Outputs of nodes run once at planning time (see _fold_constants), by tensor index.
-        self.folded: dict[int, np.ndarray] = {}
-        self.folded_nodes: set[int] = set()
-        self.delegate_kernels: dict[int, DelegateKernel] = {}
-        self.restored: dict[int, str] = {}
-        self.allocated = False
-        self.profile: dict[int, list[float]] | None = None
-        self.arena: np.ndarray | None = None  # the block behind every arena slot
-        # Nodes whose output shapes depend on input values (a FILL of a computed size): their
-        # shapes, and so the memory budget, are checked on every invoke before they run.
-        self.value_shaped: set[int] = set()
-
-    # -- planning ---------------------------------------------------------------------------
-
-    def _make_plan(self) -> Plan:
-        self._correct_declared_shapes()
-        self._fold_static()
-        plan = make_plan(self.model, self.subgraph, self.delegates, folded=self.static_folded)
-        if self.delegates and not self.allow_cpu_fallback and plan.cpu_nodes():
-            lines = []
-            for op, entry in plan.fallback_summary().items():
-                reasons = (
-                    "; ".join(f"{d}: {r}" for d, by in entry["reasons"].items() for r in by)
-                    or "no delegate took it"
-                )
-                lines.append(f"  {op} x{entry['count']}: {reasons}")
-            raise CpuFallbackError(
-                f"allow_cpu_fallback=False, but {len(plan.cpu_nodes())} node(s) were taken by no "
-                f"delegate ({', '.join(plan.delegates)}):\n" + "\n".join(lines)
-            )
-        return plan
-
-    def _cpu_kernel(self, node_index: int) -> Any:
-        kernel = self.cpu_kernels.get(node_index)
-        if kernel is None:
-            node = self.subgraph.nodes[node_index]
-            cls = kernel_class(node)
-            try:
-                kernel = cls(node, self.subgraph, self.folded)
-            except OffloadError:
-                raise
-            except Exception as exc:
-                raise OpExecutionError(
-                    f"{node.describe()} could not be set up: {type(exc).__name__}: {exc} "
-                    f"(inputs: {self._describe_inputs(node.inputs)})"
-                ) from exc
-            self.cpu_kernels[node_index] = kernel
-        return kernel
-
-    def _describe_inputs(self, tensors: Sequence[int]) -> str:
-        sg = self.subgraph
-        return ", ".join(
-            "omitted" if t < 0 else f"{sg.tensors[t].dtype}{list(self.shapes[t])}" for t in tensors
-        )
-
-    # -- shapes -----------------------------------------------------------------------------
-
-    def _constant_of(self, t: int) -> np.ndarray | None:
-        if t in self.folded:
-            return self.folded[t]
-        tensor = self.subgraph.tensors[t]
-        if not tensor.is_constant or tensor.sparsity is not None or tensor.dtype.kind == "O":
-            return None
-        return tensor.constant_value()
-
-    def _correct_declared_shapes(self) -> None:
-        """Replace declared output shapes that the ops contradict, once, before planning.
-
-        A model file is untrusted, and converters also leave placeholders (a keyword-spotting
-        model on PyPI declares RFFT2D's output [1, 1, 1, 2048] where the op gives
-        [1, 1, 1, 1025]); LiteRT's Prepare resizes every output to what the op computes. So
-        does offload, in a corrected copy of the subgraph that the planner, the CPU kernels and
-        every delegate get: nothing downstream sizes a buffer from a declared shape that the
-        graph does not produce. Each correction is listed in ``delegation_report()``.
-        """
-        if self.shape_corrections is not None:
-            return
-        sg = self.subgraph
-        check_execution_order(sg)  # shapes are propagated in file order
-        shapes, unknown = self._propagate_shapes([t.shape for t in sg.tensors])
-        corrections: list[dict[str, Any]] = []
-        tensors = list(sg.tensors)
-        for t, shape in enumerate(shapes):
-            if shape != tensors[t].shape and t not in unknown:
-                corrections.append(
-                    {
-                        "tensor": t,
-                        "name": tensors[t].name,
-                        "declared": list(tensors[t].shape),
-                        "computed": list(shape),
-                    }
-                )
-                tensors[t] = dataclasses.replace(tensors[t], shape=shape)
-        if corrections:
-            self.subgraph = dataclasses.replace(sg, tensors=tuple(tensors))
-        self.shape_corrections = corrections
-
-    def _infer_shapes(self) -> None:
-        """Every tensor's shape for the current input shapes, held to the memory budget."""
-        self._correct_declared_shapes()
-        sg = self.subgraph
-        start: list[Shape] = [t.shape for t in sg.tensors]
-        for i in sg.inputs:
-            start[i] = self.shapes[i]
-        self.shapes, _ = self._propagate_shapes(start)
-
-    def _propagate_shapes(self, shapes: list[Shape]) -> tuple[list[Shape], set[int]]:
-        """Compute the shapes of node outputs from ``shapes`` (input shapes set), in order.
-
-        Returns the shapes and the tensors whose shapes stay unknown until invoke: outputs
-        that depend on input values (a RESHAPE to a computed shape), and everything computed
-        from them, whose declared shapes are only placeholders (LiteRT resizes them at
-        invoke too). Their nodes are checked on every invoke instead (see ``_budgeted``).
-        Raises TensorShapeError where a node's inputs cannot be valid for its op, and
-        MemoryBudgetError where a tensor would exceed ``max_tensor_bytes``.
-        """
-        sg = self.subgraph
-        shapes = list(shapes)
-        unknown: set[int] = set()
-        self.value_shaped = set()
-        for node in sg.nodes:
-            try:
-                cls = kernel_class(node)
-            except OffloadError:
-                cls = None  # no CPU kernel: planning says so, or a delegate takes the node
-            if cls is None or any(t in unknown for t in node.inputs):
-                if cls is not None:
-                    self.value_shaped.add(node.index)
-                unknown.update(t for t in node.outputs if t >= 0)
-                continue
-            in_shapes = [shapes[t] if t >= 0 else None for t in node.inputs]
-
-            def constant(position: int, node: Any = node) -> np.ndarray | None:
-                return self._constant_of(node.inputs[position])
-
-            try:
-                inferred = cls.output_shapes(ShapeContext(node, in_shapes, constant))
-            except _INVALID_INPUT as exc:
-                raise TensorShapeError(
-                    f"{node.describe()}: {exc} (inputs: {_shapes_str(node.inputs, in_shapes)})"
-                ) from exc
-            if inferred is None or any(shape is None for shape in inferred):
-                self.value_shaped.add(node.index)
-            if inferred is None:
-                unknown.update(t for t in node.outputs if t >= 0)
-                continue
-            if len(inferred) != len(node.outputs):
-                raise TensorShapeError(
-                    f"{node.describe()}: expected {len(inferred)} output(s) for these inputs, "
-                    f"found {len(node.outputs)} in the model"
-                )
-            for t, shape in zip(node.outputs, inferred):
-                if t < 0:
-                    continue
-                if shape is None:
-                    unknown.add(t)
-                else:
-                    shapes[t] = tuple(int(d) for d in shape)
-        for tensor in sg.tensors:
-            self._check_size(tensor, shapes[tensor.index])
-        return shapes, unknown
-
-    def _budgeted(self, node: Any, kernel: Any) -> Callable[..., Any]:
-        """``kernel.run`` behind a check of its output sizes, computed by the op's shape rule
-        from this invoke's input values, against the memory budget."""
-        rule = type(kernel).output_shapes
-        tensors = self.subgraph.tensors
-
-        def run(*args: Any, **kwargs: Any) -> Any:
-            ctx = ShapeContext(
-                node,
-                [None if a is None else tuple(np.shape(a)) for a in args],
-                lambda position: args[position],
-            )
-            try:
-                shapes = rule(ctx)
-            except _INVALID_INPUT as exc:
-                raise TensorShapeError(f"{node.describe()}: {exc}") from exc
-            for t, shape in zip(node.outputs, shapes or ()):
-                if t >= 0 and shape is not None:
-                    self._check_size(tensors[t], tuple(int(d) for d in shape))
-            return kernel.run(*args, **kwargs)
-
-        return run
-
-    def _check_size(self, tensor: Tensor, shape: Shape) -> None:
-        if any(d < 0 for d in shape):
-            raise TensorShapeError(
-                f"tensor {tensor.index} ({tensor.name!r}): expected non-negative dimensions, "
-                f"found shape {list(shape)}"
-            )
-        if self.max_tensor_bytes is None or tensor.is_constant or tensor.dtype.kind == "O":
-            return  # constants are views of the file; they allocate nothing
-        nbytes = math.prod(shape) * tensor.dtype.itemsize
-        if nbytes > self.max_tensor_bytes:
-            raise MemoryBudgetError(
-                f"tensor {tensor.index} ({tensor.name!r}) of shape {list(shape)} and type "
-                f"{tensor.dtype} needs {nbytes:,} bytes, more than max_tensor_bytes="
-                f"{self.max_tensor_bytes:,}; pass a larger max_tensor_bytes (or None) to the "
-                "Interpreter if this model really needs it"
-            )
-
-    def _init_partition(self, partition: Partition) -> DelegateKernel | None:
-        delegate = self._delegate_named(partition.delegate)
-        try:
-            kernel = delegate.create_kernel()
-            kernel.init(self.subgraph, partition)
-            kernel.prepare([self.shapes[t] for t in partition.inputs])
-        except Exception as exc:
-            self._restore_to_cpu(partition, f"({len(partition.nodes)} nodes)", exc)
-            return None
-        return kernel
-
-    def _restore_to_cpu(self, partition: Partition, context: str, exc: Exception) -> None:
-        """Give a partition whose delegate failed back to the CPU, with one warning."""
-        message = (
-            f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
-            f"{context}: {type(exc).__name__}: {exc}"
-        )
-        if not self.allow_cpu_fallback:
-            raise DelegateError(message) from exc
-        warnings.warn(f"{message}; running that partition on the CPU instead", stacklevel=5)
-        self.restored[partition.index] = message
-        self.delegate_kernels.pop(partition.index, None)
-
-    def _reprepare(self, partition: Partition, kernel: DelegateKernel) -> DelegateKernel | None:
-        """Prepare an initialised partition for new shapes; on failure, hand it to the CPU."""
-        try:
-            kernel.prepare([self.shapes[t] for t in partition.inputs])
-        except Exception as exc:
-            self._restore_to_cpu(partition, "for new shapes", exc)
-            return None
-        return kernel
-
-    def _delegate_named(self, name: str) -> Delegate:
-        assert self.plan is not None
-        return self.delegates[self.plan.delegates.index(name)]
-
-    def _fold_static(self) -> None:
-        """Fold DEQUANTIZE / DENSIFY of constants into constants of ``self.subgraph``, once,
-        after the declared shapes are corrected (and held to the memory budget) and before
-        planning: the planner, the CPU kernels and every delegate then see plain constants."""
-        if self.static_folded is not None:
-            return
-        folding = fold_constants(self.subgraph, self.max_tensor_bytes)
-        self.subgraph = folding.subgraph
-        self.static_folded = folding.nodes
-
-    def _fold_constants(self, plan: Plan) -> None:
-        """Run the DEQUANTIZE / DENSIFY of constants that _fold_static left, once per reset.
-
-        These are the ones whose outputs are state: LiteRT evaluates them once into a
-        persistent buffer that a stateful op (an LSTM state dequantized from float16 zeros)
-        then updates in place across invokes, until reset_all_variables starts it over.
-        """
-        sg = self.subgraph
-        for step in plan.steps:
-            if step.kind != "cpu" or step.index in self.folded_nodes:
-                continue
-            node = sg.nodes[step.index]
-            if node.op not in FOLDABLE_OPS or not all(
-                i < 0 or sg.tensors[i].is_constant or i in self.folded for i in node.inputs
-            ):
-                continue
-            kernel = self._cpu_kernel(node.index)
-            args = [self.folded.get(i, self.buffers[i]) if i >= 0 else None for i in node.inputs]
-            try:
-                result = kernel.run(*args)
-                values = [result] if isinstance(result, np.ndarray) else list(result)
-            except OffloadError:
-                raise
-            except Exception as exc:
-                raise OpExecutionError(
-                    f"{node.describe()} failed while folding constants at allocate_tensors: "
-                    f"{type(exc).__name__}: {exc} (inputs: {self._describe_inputs(node.inputs)})"
-                ) from exc
-            for t, value in zip(node.outputs, values):
-                self.folded[t] = np.array(value, copy=True)
-            self.folded_nodes.add(node.index)
-
-    def allocate(self) -> None:
-        try:
-            self._allocate()
-        except OffloadError:
-            raise
-        except Exception as exc:
-            # Every known failure is typed where it happens; what reaches here is a model
-            # inconsistency no check names yet (or a bug): still typed, with the cause kept.
-            raise OpExecutionError(
-                f"allocate_tensors failed: {type(exc).__name__}: {exc}; the model is "
-                "inconsistent in a way offload does not check by name yet (please report it)"
-            ) from exc
-
-    def _allocate(self) -> None:
-        self._infer_shapes()
-        if self.plan is None:
-            self.plan = self._make_plan()
-        sg = self.subgraph
-        self._allocate_buffers()
-        self._fold_constants(self.plan)
-        for t, value in self.folded.items():
-            self.buffers[t] = value
-        plan = self.plan
-        compiled: list[_CompiledStep] = []
-        for step in plan.steps:
-            if step.kind == "delegate":
-                partition = plan.partitions[step.index]
-                kernel = self.delegate_kernels.get(step.index)
-                if kernel is None and step.index not in self.restored:
-                    kernel = self._init_partition(partition)
-                    if kernel is not None:
-                        self.delegate_kernels[step.index] = kernel
-                elif kernel is not None:
-                    kernel = self._reprepare(partition, kernel)
-                if kernel is not None:
-                    compiled.append(
-                        _CompiledStep(
-                            _partition_runner(kernel),
-                            partition.inputs,
-                            partition.outputs,
-                            step,
-                            f"{partition.delegate} partition {partition.index}",
-                        )
-                    )
-                    continue
-                cpu_nodes = partition.nodes
-            else:
-                cpu_nodes = (step.index,)
-            for n in cpu_nodes:
-                if n in self.folded_nodes:
-                    continue
-                node = sg.nodes[n]
-                kernel = self._cpu_kernel(n)
-                run = kernel.run
-                if n in self.value_shaped and self.max_tensor_bytes is not None:
-                    run = self._budgeted(node, kernel)
-                compiled.append(
-                    _CompiledStep(
-                        run,
-                        node.inputs,
-                        node.outputs,
-                        Step("cpu", n),
-                        node.describe(),
-                        kernel,
-                    )
-                )
-        keep = self._assign_liveness(compiled)
-        self._attach_arena(compiled, keep)
-        self.compiled = compiled
-        self.allocated = True
-
-    def _attach_arena(self, compiled: list[_CompiledStep], keep: set[int]) -> None:
-        """Give kernels that can write into a preallocated array their output's arena slot.
-
-        Planned from the model's static shapes, so only while every input still has its
-        model shape: after a resize the intermediate shapes are known only at invoke, and
-        kernels allocate their outputs (LiteRT re-plans its arena the same way on resize).
-        """
-        self.arena = None
-        sg = self.subgraph
-        if self.preserve_all_tensors or any(
-            self.shapes[i] != sg.tensors[i].shape for i in sg.inputs
-        ):
-            return
-        nbytes: dict[int, int] = {}
-        for cs in compiled:
-            if cs.kernel is None or not cs.kernel.writes_into or not cs.single:
-                continue
-            if cs.step.index in self.value_shaped:
-                continue
-            t = sg.tensors[cs.outputs[0]]
-            shape = self.shapes[t.index]
-            if t.dtype.kind in "biuf" and all(d > 0 for d in shape):
-                nbytes[t.index] = math.prod(shape) * t.dtype.itemsize
-        steps = [
-            StepTensors(cs.inputs, cs.outputs, cs.kernel is not None and cs.kernel.writes_into)
-            for cs in compiled
-        ]
-        plan = plan_arena(steps, nbytes, keep)
-        if not plan.offsets:
-            return
-        self.arena, views = plan.views(
-            {t: self.shapes[t] for t in plan.offsets},
-            {t: sg.tensors[t].dtype for t in plan.offsets},
-        )
-        for cs in compiled:
-            view = views.get(cs.outputs[0]) if cs.kernel is not None and cs.single else None
-            if view is not None:
-                cs.run = functools.partial(cs.kernel.run, out=view)
-
-    def _assign_liveness(self, compiled: list[_CompiledStep]) -> set[int]:
-        """Release each intermediate after its last use; returns the tensors always kept."""
-        sg = self.subgraph
-        keep = set(sg.inputs) | set(sg.outputs)
-        keep |= {t.index for t in sg.tensors if t.is_constant or t.is_variable}
-        keep |= set(self.folded)
-        if self.preserve_all_tensors:
-            return keep
-        last_use: dict[int, int] = {}
-        for pos, cs in enumerate(compiled):
-            for t in (*cs.inputs, *cs.outputs):
-                if t >= 0 and t not in keep:
-                    last_use[t] = pos
-        releases: dict[int, list[int]] = {}
-        for t, pos in last_use.items():
-            releases.setdefault(pos, []).append(t)
-        for pos, cs in enumerate(compiled):
-            cs.release = tuple(releases.get(pos, ()))
-        return keep
-
-    def _allocate_buffers(self) -> None:
-        sg = self.subgraph
-        for t in sg.tensors:
-            if t.is_variable:
-                if (
-                    self.buffers[t.index] is None
-                    or self.buffers[t.index].shape != self.shapes[t.index]
-                ):
-                    self.buffers[t.index] = _variable_initial_value(t, self.shapes[t.index])
-            elif t.is_constant:
-                if t.sparsity is None and t.dtype != np.dtype(object):
-                    self.buffers[t.index] = t.constant_value()
-        for i in sg.inputs:
-            t = sg.tensors[i]
-            shape = self.shapes[i]
-            buf = self.buffers[i]
-            if buf is None or buf.shape != shape or buf.dtype != t.dtype:
-                self.buffers[i] = np.zeros(shape, dtype=t.dtype)
-
-    def reset_variables(self) -> None:
-        for t in self.subgraph.tensors:
-            if t.is_variable:
-                self.buffers[t.index] = _variable_initial_value(t, self.shapes[t.index])
-        if self.folded_nodes:
-            # Folded state (an LSTM state dequantized from constants) starts over too.
-            self.folded.clear()
-            self.folded_nodes.clear()
-            if self.plan is not None and self.allocated:
-                self.allocate()
-
-    # -- running ----------------------------------------------------------------------------
-
-    def invoke(self) -> None:
-        if not self.allocated:
-            raise InterpreterStateError(
-                "invoke() called before allocate_tensors(); call allocate_tensors() first "
-                "(and again after resize_tensor_input())"
-            )
-        pos = 0
-        while pos < len(self.compiled):
-            try:
-                self._run_from(pos)
-                return
-            except _PartitionFailed as failure:
-                pos = self._give_back_to_cpu(failure)
-
-    def _run_from(self, first: int) -> None:
-        bufs = self.buffers
-        profile = self.profile
-        compiled = self.compiled
-        for pos in range(first, len(compiled)):
-            cs = compiled[pos]
-            args = [bufs[i] if i >= 0 else None for i in cs.inputs]
-            try:
-                if profile is None:
-                    result = cs.run(*args)
-                else:
-                    start = time.perf_counter()
-                    result = cs.run(*args)
-                    profile.setdefault(pos, []).append(time.perf_counter() - start)
-                if cs.kernel is None:
-                    values = self._checked_partition_outputs(cs, result)
-                elif cs.single:
-                    values = [result if isinstance(result, np.ndarray) else result[0]]
-                else:
-                    values = list(result)
-            except Exception as exc:
-                if cs.kernel is None:  # a delegate partition: its own policy
-                    raise _PartitionFailed(pos, cs, exc) from exc
-                if isinstance(exc, OffloadError):
-                    raise
-                shapes = ", ".join(_shape_str(a) for a in args)
-                raise OpExecutionError(
-                    f"{cs.label} failed: {type(exc).__name__}: {exc} (inputs: {shapes})"
-                ) from exc
-            for t, value in zip(cs.outputs, values):
-                if t >= 0:
-                    bufs[t] = value
-            for t in cs.release:
-                bufs[t] = None
-
-    def _checked_partition_outputs(self, cs: _CompiledStep, result: Any) -> list[np.ndarray]:
-        """A delegate's outputs, held to the tensors' dtypes and inferred shapes."""
-        sg = self.subgraph
-        if isinstance(result, np.ndarray) or not isinstance(result, Sequence):
-            raise DelegateError(
-                f"expected a sequence of {len(cs.outputs)} arrays, found {type(result).__name__}"
-            )
-        if len(result) != len(cs.outputs):
-            raise DelegateError(f"expected {len(cs.outputs)} outputs, found {len(result)}")
-        for t, value in zip(cs.outputs, result):
-            tensor = sg.tensors[t]
-            if not isinstance(value, np.ndarray):
-                raise DelegateError(
-                    f"output tensor {t} ({tensor.name!r}): expected a numpy array, found "
-                    f"{type(value).__name__}"
-                )
-            if value.dtype != tensor.dtype or tuple(value.shape) != tuple(self.shapes[t]):
-                raise DelegateError(
-                    f"output tensor {t} ({tensor.name!r}): expected {tensor.dtype}"
-                    f"{list(self.shapes[t])}, found {value.dtype}{list(value.shape)}"
-                )
-        return list(result)
-
-    def _give_back_to_cpu(self, failure: _PartitionFailed) -> int:
-        """Run a partition whose delegate failed in invoke on the CPU from now on.
-
-        Returns where this invoke goes on: the first CPU step of that partition. The steps
-        before it have run and are not repeated (stateful ops must not step twice), and the
-        partition's inputs are still held, since they are released only after it runs.
-        """
-        assert self.plan is not None
-        partition = self.plan.partitions[failure.step.step.index]
-        exc = failure.error
-        message = (
-            f"delegate {partition.delegate!r} failed in invoke on partition {partition.index} "
-            f"(nodes {_node_ranges(partition.nodes)}): {type(exc).__name__}: {exc}"
-        )
-        if not self.allow_cpu_fallback:
-            raise DelegateError(message) from exc
-        warnings.warn(
-            f"{message}; running that partition on the CPU for the rest of this interpreter's life",
-            stacklevel=4,
-        )
-        self.restored[partition.index] = message
-        self.delegate_kernels.pop(partition.index, None)
-        self.allocate()
-        members = set(partition.nodes)
-        for pos, cs in enumerate(self.compiled):
-            if cs.step.kind == "cpu" and cs.step.index in members:
-                return pos
-        raise AssertionError("a restored partition has no CPU steps; this is a bug in offload")
-
-
-class _PartitionFailed(Exception):
-    """A delegate partition raised or returned bad outputs during invoke (internal signal)."""
-
-    def __init__(self, position: int, step: _CompiledStep, error: Exception) -> None:
-        super().__init__(str(error))
-        self.position = position
-        self.step = step
-        self.error = error
-
-
-def _node_ranges(nodes: Sequence[int]) -> str:
-    """``3-7, 9``: a partition's nodes, compactly."""
-    ordered = sorted(nodes)
-    spans: list[str] = []
-    start = prev = ordered[0]
-    for n in [*ordered[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        spans.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if n is not None:
-            start = prev = n
-    return ", ".join(spans)
-
-
-def _partition_runner(kernel: DelegateKernel) -> Callable[..., Any]:
-    def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
-        return kernel.invoke(inputs)
-
-    return run
 
 
 @contextlib.contextmanager
-def _exclusive(executor: _Executor, call: str) -> Iterator[None]:
+def _exclusive(executor: Executor, call: str) -> Iterator[None]:
+    """Hold ``executor`` for one call; a second thread gets a typed error instead of waiting."""
     if not executor.busy.acquire(blocking=False):
         raise InterpreterStateError(
             f"{call} was called while another thread is inside a call on this Interpreter; "
@@ -710,63 +50,6 @@ def _exclusive(executor: _Executor, call: str) -> Iterator[None]:
         yield
     finally:
         executor.busy.release()
-
-
-def _variable_initial_value(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
-    if t.is_constant and t.sparsity is None:
-        return np.array(t.constant_value(), copy=True)
-    q = t.quantization
-    if t.dtype == np.int8 and q is not None and q.zero_point.size:
-        # LiteRT's ResetVariableTensor starts int8 state at its zero point (real 0.0); other
-        # types start at 0 bytes.
-        return np.full(shape, int(q.zero_point[0]), np.int8)
-    return np.zeros(shape, dtype=t.dtype)
-
-
-def _tensor_details(t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
-    q = t.quantization
-    if q is None:
-        quantization: tuple[float, int] = (0.0, 0)
-        params = {
-            "scales": np.zeros(0, np.float32),
-            "zero_points": np.zeros(0, np.int32),
-            "quantized_dimension": 0,
-            "block_size": 0,
-        }
-    else:
-        quantization = q.as_tuple()
-        params = {
-            "scales": np.array(q.scale, np.float32),
-            "zero_points": np.array(q.zero_point, np.int32),
-            "quantized_dimension": q.quantized_dimension,
-            "block_size": 0,  # LiteRT's key; blockwise quantization is not read yet
-        }
-    sparsity: dict[str, Any] = {}
-    if t.sparsity is not None:
-        sparsity = {
-            "traversal_order": np.array(t.sparsity.traversal_order, np.int32),
-            "block_map": np.array(t.sparsity.block_map, np.int32),
-            "dim_metadata": [
-                {"format": 0 if d.format == "DENSE" else 1, "dense_size": d.dense_size}
-                if d.format == "DENSE"
-                else {
-                    "format": 1,
-                    "array_segments": d.array_segments,
-                    "array_indices": d.array_indices,
-                }
-                for d in t.sparsity.dim_metadata
-            ],
-        }
-    return {
-        "name": t.name,
-        "index": t.index,
-        "shape": np.array(shape, np.int32),
-        "shape_signature": np.array(t.shape_signature, np.int32),
-        "dtype": t.dtype.type,
-        "quantization": quantization,
-        "quantization_parameters": params,
-        "sparsity_parameters": sparsity,
-    }
 
 
 class Interpreter:
@@ -844,7 +127,7 @@ class Interpreter:
             for d in delegates:
                 chosen.append(d if isinstance(d, Delegate) else load_delegate(d))
         self._delegates = chosen
-        self._executor = _Executor(
+        self._executor = Executor(
             self._model,
             self._model.main,
             chosen,
@@ -880,14 +163,14 @@ class Interpreter:
 
     def get_input_details(self) -> list[dict[str, Any]]:
         sg = self._model.main
-        return [_tensor_details(sg.tensors[i], self._executor.shapes[i]) for i in sg.inputs]
+        return [tensor_details(sg.tensors[i], self._executor.shapes[i]) for i in sg.inputs]
 
     def get_output_details(self) -> list[dict[str, Any]]:
         sg = self._model.main
-        return [_tensor_details(sg.tensors[i], self._current_shape(i)) for i in sg.outputs]
+        return [tensor_details(sg.tensors[i], self._current_shape(i)) for i in sg.outputs]
 
-    def get_tensor_details(self) -> list[dict[str, Any]]:
-        return [_tensor_details(t, self._current_shape(t.index)) for t in self._model.main.tensors]
+    def gettensor_details(self) -> list[dict[str, Any]]:
+        return [tensor_details(t, self._current_shape(t.index)) for t in self._model.main.tensors]
 
     def _current_shape(self, index: int) -> tuple[int, ...]:
         buf = self._executor.buffers[index]
@@ -1017,7 +300,7 @@ class Interpreter:
             if sig.subgraph_index == 0:
                 executor = self._executor
             else:
-                executor = _Executor(
+                executor = Executor(
                     self._model,
                     self._model.subgraphs[sig.subgraph_index],
                     self._delegates,
@@ -1036,9 +319,7 @@ class Interpreter:
 
     def plan(self) -> Plan:
         """The partition plan (computed on first use, or by allocate_tensors)."""
-        if self._executor.plan is None:
-            self._executor.plan = self._executor._make_plan()
-        return self._executor.plan
+        return self._executor.planned()
 
     def delegation_report(self) -> dict[str, Any]:
         """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons."""
@@ -1151,21 +432,21 @@ class Interpreter:
 class SignatureRunner:
     """Runs one signature: ``runner(**inputs) -> {output_name: array}`` (LiteRT's API)."""
 
-    def __init__(self, signature: Any, executor: _Executor) -> None:
+    def __init__(self, signature: Any, executor: Executor) -> None:
         self._signature = signature
         self._executor = executor
 
     def get_input_details(self) -> dict[str, dict[str, Any]]:
         ex = self._executor
         return {
-            name: _tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
+            name: tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
             for name, i in self._signature.inputs.items()
         }
 
     def get_output_details(self) -> dict[str, dict[str, Any]]:
         ex = self._executor
         return {
-            name: _tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
+            name: tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
             for name, i in self._signature.outputs.items()
         }
 

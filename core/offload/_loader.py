@@ -31,10 +31,10 @@ from offload._graph import (
     Tensor,
 )
 from offload._model_type import classify_model_type
-from offload._schema import OPTION_TYPE_NAMES, enum_names, option_fields, snake_case
+from offload._schema import OPTION_TYPE_NAMES, option_fields
 from offload.errors import ModelLoadError, UnsupportedModelError
 
-__all__ = ["load_model", "TENSOR_TYPES", "snake_case"]
+__all__ = ["load_model", "TENSOR_TYPES"]
 
 # TensorType enum value -> (name, numpy dtype); object dtype marks types numpy has no match for.
 TENSOR_TYPES: dict[int, tuple[str, np.dtype]] = {
@@ -81,19 +81,6 @@ _ZERO_POINT_RANGES: dict[str, tuple[int, int]] = {
     "INT64": (_INT32_MIN, _INT32_MAX),
     "UINT64": (0, _INT32_MAX),
 }
-
-
-# Compatibility names read by offload._capabilities until it imports offload._schema.
-_ENUM_FIELDS: dict[str, dict[int, str]] = {
-    "padding": enum_names(tflite.Padding),
-    "fused_activation_function": enum_names(tflite.ActivationFunctionType),
-    "kernel_type": enum_names(tflite.LSTMKernelType),
-}
-_MIRROR_PAD_MODES = enum_names(tflite.MirrorPadMode)
-
-
-def _option_readers(cls: type) -> tuple[tuple[str, Any], ...]:
-    return tuple((f.name, f.read) for f in option_fields(cls.__name__) if f.kind != "table")
 
 
 def _parse_options(op: Any) -> OpOptions:

@@ -9,6 +9,7 @@ import pytest
 
 import offload
 from offload._introspect import held_bytes
+from offload.errors import DelegateError
 from offload.model import ModelBuilder
 
 offload_dummy = pytest.importorskip("offload_dummy", reason="the dummy delegate is not installed")
@@ -113,6 +114,40 @@ def test_delegate_without_memory_bytes_reports_zero() -> None:
     interp.allocate_tensors()
     assert interp.memory_report()["delegate_buffers"] == 0
     assert all(row["memory"] == {"device": 0, "host": 0} for row in interp.delegate_kernel_stats())
+
+
+def test_delegate_kernel_defaults_report_nothing() -> None:
+    """DelegateKernel's optional memory_bytes() and stats() default to empty mappings, which
+    the reports read as zero bytes and no figures."""
+    kernel = offload.DelegateKernel()
+    assert dict(kernel.memory_bytes()) == {} and dict(kernel.stats()) == {}
+    interp = offload.Interpreter(model_content=_chain_model(), delegates=["dummy"])
+    interp.allocate_tensors()
+    assert all(row["stats"] == {} for row in interp.delegate_kernel_stats())
+
+
+def test_delegate_kernel_report_that_is_not_a_mapping_is_named() -> None:
+    """A memory_bytes() that returns something else is a DelegateError naming the kernel,
+    the method and what it found."""
+
+    class _Wrong(offload_dummy.DummyKernel):
+        def memory_bytes(self) -> Any:
+            return 1000
+
+    class _WrongDelegate(offload_dummy.DummyDelegate):
+        name = "wrong"
+
+        def create_kernel(self) -> _Wrong:
+            return _Wrong()
+
+    interp = offload.Interpreter(
+        model_content=_chain_model(), experimental_delegates=[_WrongDelegate()]
+    )
+    interp.allocate_tensors()
+    with pytest.raises(
+        DelegateError, match=r"_Wrong.memory_bytes\(\) must return a mapping, found int"
+    ):
+        interp.memory_report()
 
 
 def test_delegate_kernel_stats_name_partitions_and_stats() -> None:

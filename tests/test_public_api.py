@@ -38,22 +38,7 @@ def private_imports(package: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    "plugin",
-    [
-        "coreml",
-        "dummy",
-        pytest.param(
-            "gpu_opencl",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="gpu_opencl still imports offload.ops._quant / _conv / _lstm_basic; the "
-                "switch to offload.quant, offload.geometry and offload.ops.output_shapes is "
-                "pending (issue 10)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("plugin", ["coreml", "dummy", "gpu_opencl"])
 def test_plugin_imports_only_public_offload_modules(plugin: str):
     """No file of a plugin imports a private (underscore) module of offload."""
     assert private_imports(PLUGINS / plugin) == []

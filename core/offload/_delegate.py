@@ -58,6 +58,17 @@ class DelegateKernel:
         """Compute ``partition.outputs`` from arrays for ``partition.inputs``, in that order."""
         raise NotImplementedError(f"{type(self).__name__} needs invoke()")
 
+    def memory_bytes(self) -> Mapping[str, int]:
+        """What this partition holds, for ``Interpreter.memory_report()``: ``{"device": bytes
+        of device buffers, "host": bytes of host arrays kept between invokes}``. Optional; the
+        default reports nothing (counted as 0, not guessed)."""
+        return {}
+
+    def stats(self) -> Mapping[str, Any]:
+        """The delegate's own figures for this partition (cache hits, launches), for
+        ``Interpreter.delegate_kernel_stats()``. Optional; the default has none."""
+        return {}
+
 
 class Delegate:
     """Base class of every delegate, ours and third parties'.

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from offload._delegate import DelegateKernel
 from offload._graph import Model, Node, OpOptions, Subgraph, Tensor
+from offload.errors import DelegateError
 
 __all__ = ["array_root", "held_bytes", "reported_bytes", "reported_stats"]
 
@@ -84,22 +86,33 @@ def _children(obj: Any) -> Iterable[Any]:
     return values
 
 
-def reported_bytes(kernel: Any) -> dict[str, int]:
-    """What a delegate kernel says it holds (``memory_bytes()``), as {"device", "host"}."""
-    method = getattr(kernel, "memory_bytes", None)
-    reported = method() if callable(method) else None
-    if not isinstance(reported, Mapping):
-        return {"device": 0, "host": 0}
+def reported_bytes(kernel: DelegateKernel) -> dict[str, int]:
+    """What a delegate kernel says it holds (``memory_bytes()``), as {"device", "host"}.
+
+    A key the kernel leaves out counts 0, as does the base class's empty default.
+    """
+    reported = _mapping(kernel, "memory_bytes")
     return {key: int(reported.get(key, 0) or 0) for key in ("device", "host")}
 
 
-def reported_stats(kernel: Any) -> dict[str, Any]:
-    """A delegate kernel's own figures (``stats()``: cache hits, launches, ...), else {}.
+def reported_stats(kernel: DelegateKernel) -> dict[str, Any]:
+    """A delegate kernel's own figures (``stats()``: cache hits, launches, ...), as a copy."""
+    return dict(_mapping(kernel, "stats"))
 
-    A ``stats`` mapping attribute is read as well, the form gpu_opencl used before the
-    method existed.
-    """
-    stats = getattr(kernel, "stats", None)
-    if callable(stats):
-        stats = stats()
-    return dict(stats) if isinstance(stats, Mapping) else {}
+
+def _mapping(kernel: DelegateKernel, method: str) -> Mapping[str, Any]:
+    # create_kernel() is not checked when called, so a kernel that does not subclass
+    # DelegateKernel (and lacks the defaults) is named here rather than as an AttributeError.
+    call = getattr(kernel, method, None)
+    if not callable(call):
+        raise DelegateError(
+            f"{type(kernel).__name__} has no {method}() method: expected a subclass of "
+            f"offload.DelegateKernel, found classes {[c.__name__ for c in type(kernel).__mro__]}"
+        )
+    reported = call()
+    if not isinstance(reported, Mapping):
+        raise DelegateError(
+            f"{type(kernel).__name__}.{method}() must return a mapping, found "
+            f"{type(reported).__name__}"
+        )
+    return reported

@@ -40,8 +40,8 @@ def run(cache_dir: Path, **options) -> tuple[list[np.ndarray], dict]:
     detail = interp.get_input_details()[0]
     interp.set_tensor(detail["index"], random_inputs([detail])[0])
     interp.invoke()
-    (kernel,) = interp._executor.delegate_kernels.values()
-    return [interp.get_tensor(d["index"]) for d in interp.get_output_details()], kernel.stats
+    (kernel,) = interp.delegate_kernels().values()
+    return [interp.get_tensor(d["index"]) for d in interp.get_output_details()], kernel.stats()
 
 
 @pytest.fixture(scope="module")
@@ -287,9 +287,9 @@ def test_reused_model_token_with_other_weights_is_not_stale(tmp_path: Path) -> N
         interp.set_tensor(interp.get_input_details()[0]["index"], np.ones((1, 8), np.float32))
         interp.invoke()
         outputs[scale] = interp.get_tensor(interp.get_output_details()[0]["index"])
-        (kernel,) = interp._executor.delegate_kernels.values()
+        (kernel,) = interp.delegate_kernels().values()
         if scale == 2.0:
-            assert kernel.stats["constants"] == "built"
+            assert kernel.stats()["constants"] == "built"
             assert any("made for another content" in str(w.message) for w in caught)
     np.testing.assert_array_equal(outputs[1.0], [[8, 9, 10, 11]])
     np.testing.assert_array_equal(outputs[2.0], [[16, 17, 18, 19]])

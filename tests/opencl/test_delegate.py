@@ -82,7 +82,6 @@ def test_declared_ops_follow_litert() -> None:
         "RELU_N1_TO_1",
         "RELU6",
         "TANH",
-        "SIGMOID",
     }
     float_only = GpuOpenCLDelegate({"enable_quant": False}).capabilities
     assert float_only.op("ADD").versions == (1, 1)

@@ -3,6 +3,8 @@ invokes with the state carried, and the nodes LiteRT's GPU delegate refuses left
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from opencl_support import relative_error
@@ -255,3 +257,93 @@ def test_lstm_declaration_follows_litert() -> None:
         assert lstm.versions == (2, 2) and lstm.dtypes == ("float32",)
         assert lstm.fused_activations == ("TANH",)
         assert lstm.options == {"kernel_type": "BASIC", "cell_clip": 0.0, "proj_clip": 0.0}
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def float16_basic_lstm(batch: int = 2, n_input: int = 3, n_output: int = 4) -> bytes:
+    """A BASIC LSTM as a float16 converter writes it: weights and biases float16 constants
+    behind DEQUANTIZE, and the previous activation and state DEQUANTIZE outputs of float16
+    zeros, which the cell then updates in place (state, not weights)."""
+    b = ModelBuilder()
+    total = n_input + n_output
+    x = b.add_input("x", (batch, n_input))
+
+    def dequantized(name: str, value: np.ndarray) -> int:
+        half = b.add_constant(f"{name}_fp16", value.astype(np.float16))
+        out = b.add_tensor(name, value.shape)
+        b.add_operator("DEQUANTIZE", [half], [out], version=3)
+        return out
+
+    h = dequantized("prev_activ", np.zeros((batch, n_output)))
+    c = dequantized("prev_state", np.zeros((batch, n_output)))
+    w = dequantized("w", RNG.standard_normal((4 * n_output, total)) * 0.5)
+    bias = dequantized("b", RNG.standard_normal(4 * n_output) * 0.3)
+    shapes = [(batch, n_output), (batch, n_output), (batch, total), (batch, 4 * n_output)]
+    outs = [b.add_tensor(f"o{k}", s) for k, s in enumerate(shapes)]
+    options = {"fused_activation_function": "TANH", "kernel_type": "BASIC"}
+    b.add_operator("LSTM", [x, h, w, bias, c], outs, options, version=2)
+    b.add_output(outs[0])
+    return b.build()
+
+
+def steps(interp: offload.Interpreter, x: np.ndarray, count: int) -> list[np.ndarray]:
+    """The first output after each of ``count`` invokes on the same input."""
+    index, out = interp.get_input_details()[0]["index"], interp.get_output_details()[0]["index"]
+    found = []
+    for _ in range(count):
+        interp.set_tensor(index, x)
+        interp.invoke()
+        found.append(interp.get_tensor(out).copy())
+    return found
+
+
+def test_float16_basic_lstm_carries_and_resets_its_dequantized_state() -> None:
+    """Float16 weights arrive folded, so the cell runs on gpu_opencl, even in strict mode; its
+    dequantized state stays with the core (offered to no delegate), carries over between
+    invokes as on the CPU reference, and restarts at reset_all_variables."""
+    content = float16_basic_lstm()
+    ours = offload.Interpreter(
+        model_content=content, delegates=["gpu_opencl"], allow_cpu_fallback=False
+    )
+    cpu = offload.Interpreter(model_content=content)
+    for interp in (ours, cpu):
+        interp.allocate_tensors()
+    lstm = 4  # after the four DEQUANTIZE nodes
+    plan = ours.plan()
+    assert plan.nodes_of("gpu_opencl") == [lstm], plan.node_reasons
+    assert plan.state_init == (0, 1) and plan.fallback_nodes() == []
+    assert not {0, 1} & set(plan.node_reasons["gpu_opencl"])
+    x = RNG.uniform(-1, 1, (2, 3)).astype(np.float32)
+    want, got = steps(cpu, x, 3), steps(ours, x, 3)
+    for step, (a, b) in enumerate(zip(got, want)):
+        assert relative_error(a, b) <= TOLERANCE[False], f"step {step}: {a}\n{b}"
+    assert not np.array_equal(got[0], got[1])
+    ours.reset_all_variables()
+    np.testing.assert_array_equal(steps(ours, x, 1)[0], got[0])
+
+
+def test_float16_lstm_fixture_state_resets_with_gpu_opencl() -> None:
+    """The float16 LSTM fixture (UNIDIRECTIONAL_SEQUENCE_LSTM on the CPU, its dense layer on
+    gpu_opencl): the dequantized states 17 and 29 are never delegated, so the sequence state
+    carries over between invokes and restarts at reset_all_variables, as without delegates."""
+    path = FIXTURES / "lstm_float16.tflite"
+    if not path.exists():
+        pytest.skip("the lstm fixtures are not generated")
+    ours = offload.Interpreter(model_path=str(path), delegates=["gpu_opencl"])
+    cpu = offload.Interpreter(model_path=str(path))
+    plan = ours.plan()
+    nodes = plan.subgraph.nodes
+    delegated = {t for p in plan.partitions for n in p.nodes for t in nodes[n].outputs}
+    assert plan.partitions and not {17, 29} & delegated
+    for interp in (ours, cpu):
+        interp.allocate_tensors()
+    shape = ours.get_input_details()[0]["shape"]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    want, got = steps(cpu, x, 2), steps(ours, x, 2)
+    for step, (a, b) in enumerate(zip(got, want)):
+        assert relative_error(a, b) <= TOLERANCE[False], f"step {step}"
+    assert not np.array_equal(got[0], got[1])
+    ours.reset_all_variables()
+    np.testing.assert_array_equal(steps(ours, x, 1)[0], got[0])

@@ -86,3 +86,28 @@ def test_two_invokes_give_the_same_result() -> None:
     for first, third in zip(outs[0], outs[2]):
         np.testing.assert_array_equal(first, third)
     assert any(not np.array_equal(x, y) for x, y in zip(outs[0], outs[1]))
+
+
+def test_memory_report_counts_the_device_buffers() -> None:
+    """memory_report() counts what each gpu_opencl partition holds on the device (runtime
+    buffers and constants, at least the model's weights); stats() says how it was built and
+    is a copy."""
+    path = MODELS.get("face_detection_front.tflite") or next(iter(MODELS.values()))
+    interp = offload.Interpreter(model_path=str(path), delegates=["gpu_opencl"])
+    interp.allocate_tensors()
+    report = interp.memory_report()
+    weights = sum(
+        interp.plan().subgraph.tensors[t].data.nbytes
+        for p in interp.plan().partitions
+        for t in p.constants
+    )
+    assert report["delegate_device_buffers"] >= weights > 0
+    assert report["delegate_host_buffers"] == 0
+    rows = interp.delegate_kernel_stats()
+    assert sum(row["memory"]["device"] for row in rows) == report["delegate_device_buffers"]
+    for row in rows:
+        assert row["stats"]["program"] in ("source", "binary", "memo")
+        assert row["stats"]["constants"] == "built" and row["stats"]["launches"] > 0
+    kernel = next(iter(interp.delegate_kernels().values()))
+    kernel.stats()["program"] = "changed"
+    assert kernel.stats()["program"] != "changed"

@@ -115,7 +115,7 @@ def test_plain_and_builtin_access_agree(
         interp = offload.Interpreter(model_path=str(path), delegates=[delegate])
         interp.allocate_tensors()
         assert not interp.delegation_report()["restored_to_cpu"]
-        (kernel,) = interp._executor.delegate_kernels.values()
+        (kernel,) = interp.delegate_kernels().values()
         assert ("-DPLAIN_ACCESS" in kernel.build_options) == plain
         detail = interp.get_input_details()[0]
         interp.set_tensor(detail["index"], random_inputs([detail], seed=4)[0])

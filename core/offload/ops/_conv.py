@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-# geometry and window_options are re-exported only for plugins/gpu_opencl, until it imports
-# them from offload.geometry (issue 10); nothing in core uses them from here.
-from offload.geometry import Geometry, geometry, window_options  # noqa: F401
+from offload.geometry import Geometry
 from offload.ops._base import ShapeContext, check_shape
 from offload.ops._quant import (
     activation_range_quantized,

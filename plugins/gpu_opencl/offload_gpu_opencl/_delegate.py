@@ -27,7 +27,7 @@ def capabilities(enable_quant: bool) -> Capabilities:
         model_types={
             "float32": ModelTypeSupport(support="yes"),
             "float16": ModelTypeSupport(
-                support="yes", reason="float16 weights folded through DEQUANTIZE at init"
+                support="yes", reason="float16 weights arrive folded to float32 by the core"
             ),
             "dynamic_range": ModelTypeSupport(support="yes", reason=view) if enable_quant else off,
             "int8": ModelTypeSupport(support="yes", reason=view) if enable_quant else off,

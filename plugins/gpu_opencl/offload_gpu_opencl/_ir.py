@@ -3,10 +3,10 @@
 A lowered partition is a flat list of :class:`Launch` (kernel, NDRange, arguments) over
 buffers named by :class:`Ref`: runtime tensors, or pre-transformed constants kept in
 :attr:`Lowering.consts`. Every tensor is seen through a *float view*: quantized tensors hold
-the real values they stand for (``scale * (q - zero_point)``), folded tensors (see _constants)
-are uploaded once. Pre-transformed arrays are produced through :meth:`Lowering.const`, which
-takes them from the serialization cache when it has them, so a warm start never repeats the
-work.
+the real values they stand for (``scale * (q - zero_point)``), constants (folded ones too, see
+_constants) are uploaded once. Pre-transformed arrays are produced through
+:meth:`Lowering.const`, which takes them from the serialization cache when it has them, so a
+warm start never repeats the work.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ SLACK = 16  # elements past the end of every buffer, so 8-wide loads stay inside
 INT_MAX = 2**31 - 1
 MAX_ELEMENTS = INT_MAX - SLACK
 
-# Fused activation codes, as the kernels' act1 / act8 (cl/prelude.cl) number them.
-ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4, "SIGMOID": 5}
+# Fused activation codes, as the kernels' act1 / act8 (cl/prelude.cl) number them. Code 5
+# (sigmoid) has no TFLite activation name: the schema has no SIGMOID, so nothing lowers to it.
+ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 
 # Work-group shapes. PoCL compiles a work-group function per (kernel, local size) at the first
@@ -136,10 +137,10 @@ class Lowering:
         return self.subgraph.tensors[t]
 
     def is_folded(self, t: int) -> bool:
-        return foldable(self.subgraph, t, self.producers)
+        return foldable(self.subgraph, t)
 
     def value(self, t: int) -> np.ndarray:
-        return folded_value(self.subgraph, t, self.producers)
+        return folded_value(self.subgraph, t)
 
     def const(self, name: str, make: Callable[[], np.ndarray], param: bool = False) -> Ref:
         """A pre-transformed constant: from the cache if present, else made now (float32).

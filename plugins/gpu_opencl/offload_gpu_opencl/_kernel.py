@@ -21,8 +21,8 @@ import numpy as np
 import pyopencl as cl
 
 from offload import DelegateKernel, Partition, Subgraph, Tensor
+from offload.quant import dequantize, quantize
 from offload_gpu_opencl._cache import SerializationCache
-from offload_gpu_opencl._constants import dequantize, foldable, folded_value, quantize
 from offload_gpu_opencl._device import build_program, open_device, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
 from offload_gpu_opencl._ir import SLACK, Launch, Lowering, Ref, elements
@@ -38,29 +38,23 @@ __all__ = ["GpuKernel", "partition_fingerprint"]
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
     """sha256 of what the partition computes: nodes, tensor metadata and constant bytes."""
     h = hashlib.sha256()
-    producers = subgraph.producers()
     seen: set[int] = set()
-
-    def tensor(t: int) -> None:
-        if t < 0 or t in seen:
-            return
-        seen.add(t)
-        x = subgraph.tensors[t]
-        q = x.quantization
-        h.update(f"T{t}{x.shape}{x.dtype}".encode())
-        if q is not None:
-            h.update(q.scale.tobytes() + q.zero_point.tobytes() + bytes([q.quantized_dimension]))
-        if x.is_constant:
-            h.update(np.asarray(x.data).tobytes())
-        elif foldable(subgraph, t, producers):
-            for i in subgraph.nodes[producers[t]].inputs:
-                tensor(i)
-
     for n in partition.nodes:
         node = subgraph.nodes[n]
         h.update(f"N{node.op}{node.version}{node.inputs}{node.outputs}{node.options!r}".encode())
         for t in (*node.inputs, *node.outputs):
-            tensor(t)
+            if t < 0 or t in seen:
+                continue
+            seen.add(t)
+            x = subgraph.tensors[t]
+            q = x.quantization
+            h.update(f"T{t}{x.shape}{x.dtype}".encode())
+            if q is not None:
+                h.update(
+                    q.scale.tobytes() + q.zero_point.tobytes() + bytes([q.quantized_dimension])
+                )
+            if x.is_constant:  # folded constants too: the core made their values before init
+                h.update(np.asarray(x.data).tobytes())
     return h.hexdigest()
 
 
@@ -85,7 +79,9 @@ class GpuKernel(DelegateKernel):
     def __init__(self, options: GpuOpenCLOptions, version: str) -> None:
         self.options = options
         self.version = version
-        self.stats: dict[str, Any] = {}
+        # Where the program and constants came from, launches: see stats().
+        self._stats: dict[str, Any] = {}
+        self._device_bytes = 0
 
     # -- init -------------------------------------------------------------------------------
 
@@ -140,17 +136,17 @@ class GpuKernel(DelegateKernel):
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
             cache.store_arrays(consts_key, lowering.consts)
-        self.stats["constants"] = "cache" if cached is not None and not lowering.misses else "built"
+        reused = cached is not None and not lowering.misses
+        self._stats["constants"] = "cache" if reused else "built"
 
         self.program, origin = build_program(handle, self.build_options, cache, self.key)
-        self.stats["program"] = origin
+        self._stats["program"] = origin
         self._needs_save = cache is not None and origin != "binary"
         self._warmed = origin == "binary"
         self._setup(lowering)
 
     def _setup(self, lw: Lowering) -> None:
         ctx, sg, part = self.handle.context, self.subgraph, self.partition
-        producers = sg.producers()
         itemsize = self.store_dtype.itemsize
         launches = lw.launches
         end = len(launches)
@@ -163,16 +159,15 @@ class GpuKernel(DelegateKernel):
             first[t] = min(first.get(t, pos), pos)
             last[t] = max(last.get(t, pos), pos)
 
-        # (storage or None for a folded input, host conversion, elements the storage holds)
-        self.inputs: list[tuple[int | None, Callable[[np.ndarray], np.ndarray], int]] = []
+        # Partition inputs and outputs are runtime tensors: constants, folded ones included,
+        # are Partition.constants, uploaded once by the lowering.
+        # (storage, host conversion, elements the storage holds)
+        self.inputs: list[tuple[int, Callable[[np.ndarray], np.ndarray], int]] = []
         # Inputs a launch overwrites (a BASIC LSTM's state): (position, storage, elements),
         # read back into the caller's array after each invoke, as the CPU kernel writes it.
         self.writebacks: list[tuple[int, int, int]] = []
         for pos, t in enumerate(part.inputs):
             count = elements(sg.tensors[t].shape)
-            if foldable(sg, t, producers):
-                self.inputs.append((None, _to_float(sg.tensors[t]), count))
-                continue
             root = lw.root(t)
             touch(root, -1)
             self.inputs.append((root, _to_float(sg.tensors[t]), count))
@@ -183,16 +178,13 @@ class GpuKernel(DelegateKernel):
             for ref in launch.buffers:
                 if ref.kind == "t":
                     touch(int(ref.key), pos)
-        self.outputs: list[tuple[str, Any, Callable[[np.ndarray], np.ndarray], int]] = []
+        # (storage, conversion back from the float view, elements read)
+        self.outputs: list[tuple[int, Callable[[np.ndarray], np.ndarray], int]] = []
         for t in part.outputs:
             tensor = sg.tensors[t]
-            convert = _from_float(tensor)
-            if foldable(sg, t, producers):
-                self.outputs.append(("host", convert(folded_value(sg, t, producers)), convert, 0))
-                continue
             root = lw.root(t)
             touch(root, end)
-            self.outputs.append(("device", root, convert, elements(tensor.shape)))
+            self.outputs.append((root, _from_float(tensor), elements(tensor.shape)))
 
         # Greedy best-fit reuse by lifetime, planned as slot sizes first: every byte count is
         # checked against the device before anything is allocated.
@@ -236,8 +228,8 @@ class GpuKernel(DelegateKernel):
             )
         made = [check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need) for need in slots]
         self.buffers: dict[int, cl.Buffer] = {t: made[slot] for t, slot in slot_of.items()}
-        self.stats["device_bytes"] = sum(slots)
-        self.stats["launches"] = end
+        self._device_bytes = sum(slots) + sum(const_bytes.values())
+        self._stats["launches"] = end
 
         def resolve(a: Ref | np.generic) -> Any:
             if isinstance(a, Ref):
@@ -273,6 +265,22 @@ class GpuKernel(DelegateKernel):
         check(f"clSetKernelArg({launch.kernel})", kernel.set_args, *args)
         return kernel
 
+    # -- introspection ----------------------------------------------------------------------
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Device buffers (runtime slots and constants, slack included) and host arrays kept.
+
+        No host array outlives an invoke: constants are copied into their buffers at init and
+        the staging arrays of each invoke are dropped after it, so host is 0.
+        """
+        return {"device": self._device_bytes, "host": 0}
+
+    def stats(self) -> dict[str, Any]:
+        """``program``: where the program came from (``source``, ``binary`` from the cache,
+        ``memo`` from this process); ``constants``: ``built`` or ``cache``; ``launches`` per
+        invoke. A copy, so a caller cannot change the kernel's. Bytes are memory_bytes()'s."""
+        return dict(self._stats)
+
     # -- prepare ----------------------------------------------------------------------------
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]]) -> None:
@@ -301,8 +309,6 @@ class GpuKernel(DelegateKernel):
         store = self.store_dtype
         keep = []
         for (root, convert, count), value in zip(self.inputs, inputs):
-            if root is None:
-                continue
             host = np.ascontiguousarray(convert(value), dtype=store)
             if host.size != count:  # the copy would run past the storage (or leave it short)
                 raise GpuOpenCLError(
@@ -314,11 +320,10 @@ class GpuKernel(DelegateKernel):
         for kernel, global_size, local_size in self.calls:
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
         reads = []
-        for where, what, _convert, count in self.outputs:
-            if where == "device":
-                host = np.empty(count, store)
-                cl.enqueue_copy(queue, host, self.buffers[what], is_blocking=False)
-                reads.append(host)
+        for root, _convert, count in self.outputs:
+            host = np.empty(count, store)
+            cl.enqueue_copy(queue, host, self.buffers[root], is_blocking=False)
+            reads.append(host)
         written = []
         for _pos, root, count in self.writebacks:
             host = np.empty(count, store)
@@ -329,8 +334,4 @@ class GpuKernel(DelegateKernel):
             target = inputs[pos]
             if isinstance(target, np.ndarray) and target.flags.writeable:
                 target[...] = host.reshape(target.shape)
-        results = []
-        read_iter = iter(reads)
-        for where, what, convert, _count in self.outputs:
-            results.append(what if where == "host" else convert(next(read_iter)))
-        return results
+        return [convert(host) for (_root, convert, _count), host in zip(self.outputs, reads)]

@@ -17,7 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from offload import Node, Subgraph, Tensor
-from offload_gpu_opencl._constants import foldable, geometry, window_options
+from offload.geometry import geometry, window_options
+from offload_gpu_opencl._constants import foldable
 from offload_gpu_opencl._errors import ShapeCheckError
 from offload_gpu_opencl._ir import INT_MAX, MAX_ELEMENTS, Shape, elements
 

@@ -19,8 +19,9 @@ __all__ = [
 ]
 
 # LiteRT's GPU delegate: these fused activations, rank <= 4, float tensors (8-bit ones only
-# with quantization on).
-FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGMOID")
+# with quantization on). LiteRT's list also has its C-level SIGMOID, which the flatbuffer
+# schema cannot hold, so no node ever carries it: not declared.
+FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH")
 FLOAT_DTYPES = ("float32", "float16")
 QUANT_DTYPES = ("float32", "float16", "int8", "uint8")
 MAX_RANK = 4

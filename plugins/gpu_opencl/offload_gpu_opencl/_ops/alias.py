@@ -1,17 +1,27 @@
 """RESHAPE, and DEQUANTIZE in the float view: the output is the input's buffer, no launch.
 
-A DEQUANTIZE of a constant (float16 weights) is folded at init; a RESHAPE of a folded tensor
-copies it into the output's buffer (unary8's COPY)."""
+A RESHAPE of a constant copies it into the output's buffer (unary8's COPY). DEQUANTIZE is
+offered for runtime tensors only (an int8 or float16 activation, already real values in the
+float view): the core folds the DEQUANTIZE of constant weights before planning, and the one
+of a constant that it leaves is state, refused here (:func:`dequantize_check`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from offload import Node, Subgraph
+from offload_gpu_opencl._constants import foldable
 from offload_gpu_opencl._ir import Lowering, Shape, elements
 from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._ops.unary import COPY
-from offload_gpu_opencl._shapes import constant_ints, need, optional, required, same_shape
+from offload_gpu_opencl._shapes import (
+    constant_ints,
+    need,
+    optional,
+    required,
+    rule_reason,
+    same_shape,
+)
 
 __all__ = ["SPECS"]
 
@@ -49,11 +59,27 @@ def reshape_shapes(node: Node, sg: Subgraph) -> list[Shape]:
     return [tuple(target)]
 
 
+def dequantize_check(node: Node, subgraph: Subgraph) -> str | None:
+    """Refuse a DEQUANTIZE of a constant: the core folds those of weights, so one still offered
+    makes state (an LSTM state dequantized from float16 zeros, which the LSTM updates in place).
+    The core computes it once and again at reset_all_variables; a partition would compute it
+    afresh every invoke, or hand back the same array for the LSTM to write into and never reset.
+    """
+    reason = rule_reason(node, subgraph, same_shape)
+    if reason is not None:
+        return reason
+    x = node.inputs[0]
+    if foldable(subgraph, x):
+        return (
+            f"expected a runtime input, found constant tensor {x}: its output is state that the "
+            "core dequantizes once and again at reset_all_variables"
+        )
+    return None
+
+
 def lower(lw: Lowering, node: Node) -> None:
     x, t = node.inputs[0], node.outputs[0]
-    if node.op == "DEQUANTIZE" and lw.is_folded(t):
-        return  # folded at init; uploaded or returned from the host when something needs it
-    if lw.is_folded(x):
+    if lw.is_folded(x):  # RESHAPE of a constant (DEQUANTIZE refuses them)
         total = elements(lw.tensor(t).shape)
         lw.launch(node, "unary8", (-(-total // 8),), lw.ref(x), lw.out(node), total, COPY)
         return
@@ -62,5 +88,12 @@ def lower(lw: Lowering, node: Node) -> None:
 
 SPECS = (
     OpSpec(op="RESHAPE", shapes=reshape_shapes, lower=lower),
-    OpSpec(op="DEQUANTIZE", shapes=same_shape, lower=lower, versions=(1, 3)),
+    OpSpec(
+        op="DEQUANTIZE",
+        shapes=same_shape,
+        lower=lower,
+        versions=(1, 3),
+        constraints=("a runtime input (the core folds DEQUANTIZE of constants)",),
+        check=dequantize_check,
+    ),
 )

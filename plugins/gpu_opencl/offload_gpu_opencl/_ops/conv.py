@@ -113,7 +113,7 @@ SPECS = (
         quantized_versions=(1, 5),
         fused_activations=FUSED_ACTIVATIONS,
         constraints=(
-            "weights and bias constant (or fp16/sparse constants behind DEQUANTIZE)",
+            "weights and bias constant (float16 and sparse ones arrive folded by the core)",
             "no grouped convolution",
         ),
         check=check,

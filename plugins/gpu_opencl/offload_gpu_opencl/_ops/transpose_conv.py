@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._constants import geometry
+from offload.geometry import geometry
 from offload_gpu_opencl._ir import INT_MAX, Lowering, Shape, act
 from offload_gpu_opencl._ops._spec import OpSpec, constant_weights_reason
 from offload_gpu_opencl._shapes import bias, constant_ints, dims, need, nhwc, required, rule_reason

@@ -20,7 +20,6 @@ FOR_ACTIVATION = {
         ("RELU_N1_TO_1", "RELU_N1_TO_1"),
         ("RELU6", "RELU6"),
         ("TANH", "TANH"),
-        ("SIGMOID", "LOGISTIC"),
     )
 }
 

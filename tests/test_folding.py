@@ -181,3 +181,26 @@ def test_make_plan_folds_when_not_told_what_was_folded():
     plan = make_plan(model, model.main, [ConvDelegate()])
     assert plan.folded == (0, 1)
     assert [p.nodes for p in plan.partitions] == [(2,)]
+
+
+def test_state_initialisers_are_offered_to_no_delegate_and_are_not_a_fallback():
+    """A DEQUANTIZE of a constant that is state runs on the core at allocate, is offered to no
+    delegate, and strict mode does not count it as a node left on the CPU."""
+    path = FIXTURES / "lstm_float16.tflite"
+    if not path.exists():
+        pytest.skip("the lstm fixtures are not generated")
+    ConvDelegate.offered.clear()
+    interpreter = offload.Interpreter(model_path=str(path), delegates=[ConvDelegate()])
+    plan = interpreter.plan()
+    state_init = plan.to_dict()["state_init"]
+    assert state_init and all(plan.subgraph.nodes[n].op == "DEQUANTIZE" for n in state_init)
+    assert set(state_init) <= set(plan.cpu_nodes())
+    assert not set(state_init) & set(plan.fallback_nodes())
+    assert not set(state_init) & {n for p in plan.partitions for n in p.nodes}
+    assert not set(state_init) & {
+        n
+        for entry in plan.fallback_summary().values()
+        for by in entry["reasons"].values()
+        for nodes in by.values()
+        for n in nodes
+    }

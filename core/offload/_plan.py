@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from offload._fold import fold_constants
+from offload._fold import FOLDABLE_OPS, fold_constants
 from offload._partition import (
     Partition,
     Unit,
@@ -50,9 +50,18 @@ class Plan:
     # Nodes the core ran once before planning (DEQUANTIZE / DENSIFY of constants): their
     # outputs are constants of ``subgraph``; they are in no step (see offload._fold).
     folded: tuple[int, ...] = ()
+    # DEQUANTIZE / DENSIFY of constants that are state, not weights (an LSTM state dequantized
+    # from float16 zeros): the CPU reference runs them at allocate_tensors and again at reset,
+    # so they are offered to no delegate and are not a fallback.
+    state_init: tuple[int, ...] = ()
 
     def cpu_nodes(self) -> list[int]:
         return [s.index for s in self.steps if s.kind == "cpu"]
+
+    def fallback_nodes(self) -> list[int]:
+        """The CPU nodes a delegate could have taken: all but the state initialisers."""
+        state = set(self.state_init)
+        return [n for n in self.cpu_nodes() if n not in state]
 
     def nodes_of(self, delegate: str) -> list[int]:
         return [n for p in self.partitions if p.delegate == delegate for n in p.nodes]
@@ -61,7 +70,7 @@ class Plan:
         """Per op left on the CPU: how many nodes, and each delegate's reasons with node lists."""
         summary: dict[str, dict[str, Any]] = {}
         nodes = self.subgraph.nodes
-        for n in self.cpu_nodes():
+        for n in self.fallback_nodes():
             node = nodes[n]
             key = node.custom_code if node.is_custom else node.op
             entry = summary.setdefault(key, {"count": 0, "reasons": {}})
@@ -103,6 +112,7 @@ class Plan:
             "cpu": {"nodes": self.cpu_nodes()},
             "fallback": self.fallback_summary(),
             "steps": [{"kind": s.kind, "index": s.index} for s in self.steps],
+            "state_init": list(self.state_init),
             "folded": {
                 "nodes": list(self.folded),
                 "tensors": [t for n in self.folded for t in self.subgraph.nodes[n].outputs],
@@ -147,6 +157,7 @@ def make_plan(
         folding = fold_constants(subgraph)
         subgraph, folded = folding.subgraph, folding.nodes
     folded = tuple(sorted(folded))
+    state_init = _state_initialisers(subgraph, folded)
     names = _unique_names(delegates)
     units: list[Unit] = initial_units(subgraph, folded)
     node_reasons: dict[str, dict[int, str]] = {}
@@ -158,7 +169,7 @@ def make_plan(
             continue
         reasons: dict[int, str] = {}
         for unit in units:
-            if unit.owner is None:
+            if unit.owner is None and unit.nodes[0] not in state_init:
                 node = subgraph.nodes[unit.nodes[0]]
                 try:
                     reason = delegate.is_node_supported(node, subgraph)
@@ -167,7 +178,11 @@ def make_plan(
                 if reason:
                     reasons[node.index] = reason
         groups = group_units(
-            subgraph, units, lambda u, r=reasons: u.owner is None and u.nodes[0] not in r
+            subgraph,
+            units,
+            lambda u, r=reasons: (
+                u.owner is None and u.nodes[0] not in r and u.nodes[0] not in state_init
+            ),
         )
         kept = _apply_limits(groups, units, delegate, reasons)
         node_reasons[name] = reasons
@@ -199,7 +214,23 @@ def make_plan(
         node_reasons=node_reasons,
         model_rejections=rejections,
         folded=folded,
+        state_init=tuple(sorted(state_init)),
     )
+
+
+def _state_initialisers(subgraph: Subgraph, folded: Collection[int]) -> set[int]:
+    """Foldable nodes of constants that folding left alone because their outputs are state."""
+    skip = set(folded)
+    tensors = subgraph.tensors
+    return {
+        node.index
+        for node in subgraph.nodes
+        if node.op in FOLDABLE_OPS
+        and node.index not in skip
+        and not node.is_custom
+        and node.inputs
+        and all(i >= 0 and tensors[i].is_constant for i in node.inputs)
+    }
 
 
 def _apply_limits(

@@ -145,3 +145,29 @@ def test_model_types_must_all_be_declared() -> None:
     """Every model type gets a yes/no/partial."""
     with pytest.raises(CapabilityDeclarationError, match="missing"):
         Capabilities(ops=(), model_types={"float32": ModelTypeSupport(support="yes")})
+
+
+def _hybrid_fully_connected() -> offload.Model:
+    """A dynamic-range FULLY_CONNECTED: float input, int8 constant weights."""
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 4))
+    w = b.add_constant("w", np.ones((3, 4), np.int8), quantization=(0.5, 0))
+    y = b.add_tensor("y", shape=(1, 3))
+    b.add_operator("FULLY_CONNECTED", [x, w, -1], [y], version=12)
+    b.add_output(y)
+    return offload.load_model(model_content=b.build())
+
+
+def test_constant_dtypes_limit_the_constant_inputs() -> None:
+    """dtypes does not see constant weights; constant_dtypes refuses int8 weights by name."""
+    model = _hybrid_fully_connected()
+    loose = OpCapability(op="FULLY_CONNECTED", versions=(1, 12), constant_inputs=(1, 2))
+    assert _reason(loose, model) is None
+    strict = loose.model_copy(update={"constant_dtypes": ("float32",)})
+    assert _reason(strict, model) == "constant_dtypes: input 1 is int8, supported ['float32']"
+
+
+def test_constant_dtypes_need_constant_inputs() -> None:
+    """constant_dtypes without constant_inputs limits nothing, so it is refused at load."""
+    with pytest.raises(CapabilityDeclarationError, match="constant_dtypes: expected constant"):
+        OpCapability(op="CONV_2D", constant_dtypes=("float32",))

@@ -151,6 +151,39 @@ def test_a_conv_with_pad_before_and_after_swapped_fails_several_cases() -> None:
     assert report.ops[0].verdict == "fail"
 
 
+def _hybrid_caps(cap: OpCapability) -> Capabilities:
+    partial = ModelTypeSupport(support="partial", reason="float ops of hybrid models")
+    return Capabilities(ops=(cap,), model_types=_TYPES | {"dynamic_range": partial})
+
+
+class _AnyVersionConvDelegate(_ConvDelegate):
+    """Says it runs parts of dynamic-range models and takes every CONV_2D version, so hybrid
+    nodes too, whose int8 weight codes it then reads as floats."""
+
+    name = "any_version_conv"
+    CAPABILITIES = _hybrid_caps(
+        OpCapability(op="CONV_2D", versions=(1, 5), fused_activations=_ACTS)
+    )
+
+
+def test_a_float_conv_declaring_hybrid_versions_fails_the_hybrid_case() -> None:
+    """A float conv whose versions take dynamic-range nodes fails on their int8 weights; the
+    same conv limited by constant_dtypes refuses them and passes."""
+    report = run_conformance(_AnyVersionConvDelegate(), cases=_cases("CONV_2D"))
+    assert {r.case for r in report.results if r.status == "fail"} == {"conv_2d_hybrid"}
+    limited = _AnyVersionConvDelegate()
+    cap = OpCapability(
+        op="CONV_2D",
+        versions=(1, 5),
+        fused_activations=_ACTS,
+        constant_inputs=(1, 2),
+        constant_dtypes=("float32",),
+    )
+    limited.CAPABILITIES = _hybrid_caps(cap)
+    report = run_conformance(limited, cases=_cases("CONV_2D"))
+    assert report.ok(strict=True), report.failures()
+
+
 def test_an_op_refused_on_every_case_fails_under_strict_only() -> None:
     """A declared op the delegate refuses on every case fails strict, with its reason."""
     report = run_conformance(_ShyDelegate(), cases=_cases("MAXIMUM"))

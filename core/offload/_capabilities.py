@@ -55,9 +55,7 @@ DType = Literal[
 ]
 _BUILTIN_NAMES = set(BUILTIN_OPCODE2NAME.values())
 # TFLite's ActivationFunctionType names, the only values a node's fused activation can have.
-# SIGMOID is LiteRT's C-level kTfLiteActSigmoid, listed by its GPU delegate; the flatbuffer
-# schema cannot hold it, so declaring it is allowed (it mirrors LiteRT's list) but never matches.
-FUSED_ACTIVATION_NAMES = (*enum_values(tflite.ActivationFunctionType), "SIGMOID")
+FUSED_ACTIVATION_NAMES = tuple(enum_values(tflite.ActivationFunctionType))
 _COLLECTIONS = (tuple, list, set, frozenset)
 
 
@@ -147,7 +145,8 @@ class OpCapability(_Frozen):
     input that is not a constant; constants are the delegate's to transform at init) and, unless
     ``output_dtypes`` is given, of every output it writes. ``max_rank``: the highest rank of a
     runtime input. ``fused_activations``: the fused activations taken (None: any).
-    ``constant_inputs``: input positions that must be constants. ``max_inputs``: the most
+    ``constant_inputs``: input positions that must be constants; ``constant_dtypes``, when
+    given, the dtypes those constants may have (None: any). ``max_inputs``: the most
     present inputs. ``broadcast``: False requires the runtime inputs to have one shape.
     ``options``: node-options field -> the allowed value, or a tuple/list/set of allowed values
     (for a vector field, a list of allowed tuples). ``constraints``: the rest, as text.
@@ -160,6 +159,7 @@ class OpCapability(_Frozen):
     max_rank: NonNegativeInt | None = None
     fused_activations: tuple[str, ...] | None = None
     constant_inputs: tuple[NonNegativeInt, ...] = ()
+    constant_dtypes: tuple[DType, ...] | None = None
     max_inputs: NonNegativeInt | None = None
     broadcast: bool = True
     options: dict[str, Any] = Field(default_factory=dict)
@@ -229,6 +229,13 @@ class OpCapability(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> OpCapability:
+        if self.constant_dtypes is not None and not self.constant_dtypes:
+            raise ValueError("constant_dtypes: expected at least one dtype or None, found ()")
+        if self.constant_dtypes is not None and not self.constant_inputs:
+            raise ValueError(
+                "constant_dtypes: expected constant_inputs to name the inputs it limits, "
+                "found constant_inputs=()"
+            )
         if self.max_inputs is not None:
             beyond = [p for p in self.constant_inputs if p >= self.max_inputs]
             if beyond:
@@ -320,6 +327,12 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
     for pos in cap.constant_inputs:
         if pos < len(inputs) and inputs[pos] is not None and not inputs[pos].is_constant:
             return f"constant_inputs: input {pos} must be a constant, found a runtime tensor"
+        if cap.constant_dtypes is not None and pos < len(inputs) and inputs[pos] is not None:
+            name = _dtype_name(inputs[pos].dtype)
+            if name not in cap.constant_dtypes:
+                return (
+                    f"constant_dtypes: input {pos} is {name}, supported {list(cap.constant_dtypes)}"
+                )
     for pos, t in enumerate(inputs):
         if t is None or t.is_constant:
             continue

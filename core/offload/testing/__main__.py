@@ -39,7 +39,8 @@ def _print_table(report: ConformanceReport, strict: bool, everything: bool) -> N
         if o.detail and o.verdict != "ok":
             print(f"{'':18} {o.detail}")
         for reason in o.refusals:
-            print(f"{'':18} refused: {reason}")
+            if not (o.detail and o.detail.endswith(reason)):  # all-refused already quotes it
+                print(f"{'':18} refused: {reason}")
     statuses = ("pass", "fail", "error", "refused", "not-claimed", "excluded")
     counts = {s: sum(r.status == s for r in report.results) for s in statuses}
     print()

@@ -532,6 +532,30 @@ _QUANTIZED: tuple[OpCase, ...] = (
         version=4,
         atol=1.0,
     ),
+    # Dynamic-range (hybrid) ops: float activations, int8 weights. The reference quantizes the
+    # input per row as LiteRT does, so a delegate computing in float differs by rounding only;
+    # one that reads the int8 codes as floats is off by the weight scale (about 100x).
+    OpCase(
+        "fully_connected_hybrid",
+        "FULLY_CONNECTED",
+        F,
+        [_r(2, 16), _q8w(4, 16), _w(4)],
+        [_r(2, 4)],
+        version=12,
+        atol=0.1,
+        rtol=0.05,
+    ),
+    OpCase(
+        "conv_2d_hybrid",
+        "CONV_2D",
+        F,
+        [_r(*IMG), _q8w(3, 3, 3, 4), _w(3)],
+        [_r(1, 8, 8, 3)],
+        options=_same(),
+        version=5,
+        atol=0.1,
+        rtol=0.05,
+    ),
     OpCase(
         "average_pool_int8_batch2",
         "AVERAGE_POOL_2D",

@@ -28,6 +28,7 @@ from offload import (
 from offload._cli import main as cli_main
 from offload._plugins import PluginRecord, _entry_points, plugin_manager
 from offload.errors import (
+    CapabilityDeclarationError,
     DelegateUnavailableError,
     PluginError,
     PluginHookError,
@@ -475,3 +476,24 @@ def test_external_delegate_hooks_are_checked_the_same_way(tmp_path: Path) -> Non
     source.write_text("def offload_register_delegates():\n    return []\n")
     with pytest.raises(PluginHookError, match="not marked with @offload.hookimpl"):
         offload.load_delegate(str(source))
+
+
+def test_plugin_without_any_hook_is_invalid_and_names_its_module(fake_plugins, monkeypatch) -> None:
+    """An entry point that resolves to a module with no hook is invalid, naming that module."""
+    _install(monkeypatch, fake_plugins, "empty", _module_with("shadowing_folder"))
+    record = _invalid_record("empty")
+    assert isinstance(record.exception, PluginHookError)
+    assert "'shadowing_folder'" in record.error and "implements no offload hook" in record.error
+
+
+def test_invalid_plugin_asked_for_by_name_raises_its_own_error_class(
+    fake_plugins, monkeypatch
+) -> None:
+    """A plugin that imported but declares nonsense raises what it got, not an import error."""
+    bad = _delegate("bad")
+    bad.CAPABILITIES = {"ops": [{"op": "NOT_AN_OP"}], "model_types": {}}  # type: ignore[assignment]
+    _install(monkeypatch, fake_plugins, "badplugin", _plugin_module("badplugin", bad))
+    with pytest.warns(UserWarning, match='plugin "badplugin" is invalid'):
+        offload.list_plugins()
+    with pytest.raises(CapabilityDeclarationError, match='"badplugin" is invalid: .*NOT_AN_OP'):
+        offload.load_delegate("badplugin")

@@ -321,6 +321,12 @@ def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
     hook = ""
     try:
         register_checked(reg.pm, obj, record.name)
+        if not reg.pm.get_hookcallers(obj):
+            raise PluginHookError(
+                f"plugin {record.name!r}: {_where(obj)} implements no offload hook; expected at "
+                f"least offload_register_delegates marked with @offload.hookimpl (is the entry "
+                f"point naming the right module?)"
+            )
         hook = "offload_register_delegates"
         records = []
         for cls in call_hook(reg.pm, record.name, hook):
@@ -352,6 +358,14 @@ def _register_plugin(reg: _Registry, obj: Any, record: PluginRecord) -> None:
         record.delegates.append(rec)
     reg.providers.extend(providers)
     record.status = "loaded"
+
+
+def _where(obj: Any) -> str:
+    """What an entry point resolved to, with its file: the first thing to check when a plugin
+    provides nothing (a same-named folder on sys.path can shadow the installed package)."""
+    name = getattr(obj, "__name__", type(obj).__name__)
+    path = getattr(obj, "__file__", None) or list(getattr(obj, "__path__", []) or [])
+    return f"{name!r} ({path})" if path else repr(name)
 
 
 def _load() -> _Registry:
@@ -421,6 +435,11 @@ def delegate_class(name: str) -> type[Delegate]:
     if name in reg.delegates:
         return reg.delegates[name].cls
     for record in reg.plugins.values():
+        if record.name == name and isinstance(record.exception, PluginError):
+            # It imported; what it declares or hooks is wrong: the same error class it got.
+            raise type(record.exception)(
+                f'offload plugin "{name}" is invalid: {record.error}'
+            ) from record.exception
         if record.name == name and record.status in ("import-error", "invalid"):
             raise PluginImportError(
                 f'offload plugin "{name}" failed to load: {record.error}'

@@ -3,7 +3,7 @@
 The public API is what ``__all__`` lists; everything in underscore modules is private.
 """
 
-from offload import errors
+from offload import cache, errors, geometry, quant
 from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
 from offload._delegate import Availability, Delegate, DelegateKernel, DelegateOptions
 from offload._graph import Model, ModelType, Node, OpOptions, Subgraph, Tensor
@@ -38,12 +38,15 @@ __all__ = [
     "SignatureRunner",
     "Subgraph",
     "Tensor",
+    "cache",
     "capability_matrix",
     "errors",
+    "geometry",
     "hookimpl",
     "list_delegates",
     "list_plugins",
     "load_delegate",
     "load_model",
+    "quant",
     "reload_plugins",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 
 from offload._arena import StepTensors, plan_arena
 from offload._delegate import Delegate, DelegateKernel
-from offload._fold import FOLDABLE_OPS, fold_constants
+from offload._fold import fold_constants
 from offload._graph import Model, Subgraph
 from offload._partition import Partition
 from offload._plan import Plan, Step, make_plan
@@ -252,14 +252,10 @@ class Executor:
         then updates in place across invokes, until reset_all_variables starts it over.
         """
         sg = self.subgraph
-        for step in plan.steps:
-            if step.kind != "cpu" or step.index in self.folded_nodes:
+        for index in plan.state_init:  # in file order, so a chain reads what it just made
+            if index in self.folded_nodes:
                 continue
-            node = sg.nodes[step.index]
-            if node.op not in FOLDABLE_OPS or not all(
-                i < 0 or sg.tensors[i].is_constant or i in self.folded for i in node.inputs
-            ):
-                continue
+            node = sg.nodes[index]
             kernel = self._cpu_kernel(node.index)
             args = [self.folded.get(i, self.buffers[i]) if i >= 0 else None for i in node.inputs]
             try:

@@ -219,18 +219,19 @@ def make_plan(
 
 
 def _state_initialisers(subgraph: Subgraph, folded: Collection[int]) -> set[int]:
-    """Foldable nodes of constants that folding left alone because their outputs are state."""
+    """Foldable nodes of constants (chains too) that folding left alone: their outputs are
+    state, which the executor computes at allocate and again at reset."""
     skip = set(folded)
     tensors = subgraph.tensors
-    return {
-        node.index
-        for node in subgraph.nodes
-        if node.op in FOLDABLE_OPS
-        and node.index not in skip
-        and not node.is_custom
-        and node.inputs
-        and all(i >= 0 and tensors[i].is_constant for i in node.inputs)
-    }
+    made: set[int] = set()  # outputs of the state initialisers found so far, in file order
+    found: set[int] = set()
+    for node in subgraph.nodes:
+        if node.op not in FOLDABLE_OPS or node.index in skip or node.is_custom:
+            continue
+        if node.inputs and all(i < 0 or tensors[i].is_constant or i in made for i in node.inputs):
+            found.add(node.index)
+            made.update(t for t in node.outputs if t >= 0)
+    return found
 
 
 def _apply_limits(

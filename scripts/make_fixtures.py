@@ -185,11 +185,26 @@ def lstm() -> keras.Model:
     return keras.Model(inputs, outputs, name="lstm")
 
 
+def small_cnn() -> keras.Model:
+    """Encoder-decoder on 64x64x3: strided convs down, TRANSPOSE_CONV up, a skip ADD and a
+    sigmoid output (LOGISTIC)."""
+    layers = keras.layers
+    inputs = keras.Input((64, 64, 3), batch_size=1, name="image")
+    e1 = layers.Conv2D(16, 3, strides=2, padding="same", activation="relu")(inputs)
+    e2 = layers.Conv2D(32, 3, strides=2, padding="same", activation="relu")(e1)
+    d1 = layers.Conv2DTranspose(16, 3, strides=2, padding="same", activation="relu")(e2)
+    d1 = layers.Add()([d1, e1])
+    d2 = layers.Conv2DTranspose(8, 4, strides=2, padding="same")(d1)
+    outputs = layers.Conv2D(3, 1, activation="sigmoid", name="mask")(d2)
+    return keras.Model(inputs, outputs, name="small_cnn")
+
+
 MODELS: dict[str, Callable[[], keras.Model]] = {
     "mobilenet_v2": mobilenet_v2,
     "mobilenet_v3_small": mobilenet_v3_small,
     "inception_v3_mini": inception_v3_mini,
     "lstm": lstm,
+    "small_cnn": small_cnn,
 }
 
 
@@ -240,7 +255,11 @@ def qat_model(model: keras.Model) -> keras.Model:
     return qmodel
 
 
-def convert(model: keras.Model, name: str, variant: str) -> bytes:
+def convert(
+    model: keras.Model, name: str, variant: str, int8_io: bool | None = None
+) -> bytes:
+    """The converted model; ``int8_io`` (default: ``name in INT8_IO``) gives an int8 model
+    int8 inputs and outputs instead of float ones."""
     if variant == "qat":
         model = qat_model(model)
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
@@ -251,7 +270,7 @@ def convert(model: keras.Model, name: str, variant: str) -> bytes:
     elif variant == "int8":
         converter.representative_dataset = representative_dataset(model)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        if name in INT8_IO:
+        if (name in INT8_IO) if int8_io is None else int8_io:
             converter.inference_input_type = tf.int8
             converter.inference_output_type = tf.int8
     return converter.convert()

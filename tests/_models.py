@@ -40,15 +40,37 @@ def fixture_models() -> list[tuple[Path, str]]:
     return sorted(out)
 
 
-def random_inputs(details: list[dict], seed: int) -> list[np.ndarray]:
+INPUT_KINDS = ("normal", "uniform", "image", "wide")
+
+
+def _float_draw(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.ndarray:
+    """N(0,1); U(-1,1) as MobileNet preprocessing gives; U(0,1) image-like; N(0,1)*100."""
+    if kind == "uniform":
+        return rng.uniform(-1.0, 1.0, shape)
+    if kind == "image":
+        return rng.uniform(0.0, 1.0, shape)
+    if kind == "wide":
+        return rng.standard_normal(shape) * 100.0
+    return rng.standard_normal(shape)
+
+
+def random_inputs(details: list[dict], seed: int, kind: str | None = None) -> list[np.ndarray]:
+    """Seeded inputs. Without ``kind``: N(0,1) floats and integers over the dtype's whole
+    range. With a ``kind`` from INPUT_KINDS, floats follow it and quantized integer inputs are
+    that float draw quantized with the input's own scale and zero point (clipped)."""
     rng = np.random.default_rng(seed)
     arrays = []
     for d in details:
         shape, dtype = tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])
+        scale, zero_point = d.get("quantization", (0.0, 0))
         if dtype.kind == "f":
-            arrays.append(rng.standard_normal(shape).astype(dtype))
+            arrays.append(_float_draw(rng, shape, kind or "normal").astype(dtype))
         elif dtype == np.bool_:
             arrays.append(rng.random(shape) > 0.5)
+        elif kind is not None and scale:
+            info = np.iinfo(dtype)
+            q = np.round(_float_draw(rng, shape, kind) / scale) + zero_point
+            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
         else:
             info = np.iinfo(dtype)
             arrays.append(rng.integers(info.min, int(info.max) + 1, size=shape).astype(dtype))
@@ -62,6 +84,22 @@ def run(interpreter_cls, path: Path, arrays: list[np.ndarray], **kwargs) -> list
         interp.set_tensor(d["index"], a)
     interp.invoke()
     return [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+
+
+def output_steps(path: Path) -> list[float | None]:
+    """Per model output: the quantization step behind it when it is a DEQUANTIZE of an integer
+    tensor (int8 models with float outputs), else None. A difference there is judged in steps,
+    as the integer outputs are: one step of a sigmoid's 1/256 scale is 0.4% of its range."""
+    import offload
+
+    sg = offload.load_model(path).main
+    producers = {t: node for node in sg.nodes for t in node.outputs}
+    steps: list[float | None] = []
+    for t in sg.outputs:
+        node = producers.get(t)
+        q = sg.tensors[node.inputs[0]].quantization if node and node.op == "DEQUANTIZE" else None
+        steps.append(float(q.scale[0]) if q is not None and q.scale.size == 1 else None)
+    return steps
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -44,7 +44,9 @@ _GATES = ("input", "forget", "cell", "output")
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
-    return (np.float32(1.0) / (np.float32(1.0) + np.exp(-x))).astype(np.float32)
+    # exp(-x) overflows to inf for x < -88, and 1 / (1 + inf) is the right limit, 0.
+    with np.errstate(over="ignore"):
+        return (np.float32(1.0) / (np.float32(1.0) + np.exp(-x))).astype(np.float32)
 
 
 def batch_quantize(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

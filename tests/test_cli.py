@@ -174,6 +174,27 @@ def test_diff_quantizes_int8_inputs(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 0 and data["outputs"][0]["avg_error"] == 0.0
 
 
+def test_diff_per_node_takes_the_delegate_flags_as_candidate(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`diff --per_node` (either spelling) compares node by node; the dummy delegate, selected
+    by its flag, is the candidate and agrees with the CPU reference at every node."""
+    argv = ["diff", "--graph", str(tiny), "--per_node", "--reference", "cpu"]
+    code, data = run_json(capsys, *argv, "--use_dummy_delegate")
+    assert code == 0 and (data["reference"], data["candidate"]) == ("cpu", "dummy")
+    assert [r["status"] for r in data["rows"]] == ["agree"] * 3
+    assert data["delegation"]["candidate"]["delegates"]["dummy"]["nodes"] == 2
+
+
+def test_diff_without_per_node_refuses_its_flags(
+    tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--reference/--candidate/--input/--tolerance/--all without --per-node: exit 2, named."""
+    argv = ["diff", "--graph", str(tiny), "--input", "wide", "--all", "--num_runs", "1"]
+    assert main(argv) == 2
+    assert "--input, --all apply only with --per-node" in capsys.readouterr().err
+
+
 # -- check --------------------------------------------------------------------------------
 
 

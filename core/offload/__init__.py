@@ -15,6 +15,7 @@ from offload._plan import Plan
 from offload._plugins import list_delegates, list_plugins, load_delegate, reload_plugins
 from offload._providers import DelegateFlag, DelegateProvider
 from offload.hookspecs import hookimpl
+from offload.tools._per_node import NodeDiff, PerNodeDiff, TensorComparison, diff_per_node
 
 __version__ = "0.1.0"
 
@@ -31,15 +32,19 @@ __all__ = [
     "ModelType",
     "ModelTypeSupport",
     "Node",
+    "NodeDiff",
     "OpCapability",
     "OpOptions",
     "Partition",
+    "PerNodeDiff",
     "Plan",
     "SignatureRunner",
     "Subgraph",
     "Tensor",
+    "TensorComparison",
     "cache",
     "capability_matrix",
+    "diff_per_node",
     "errors",
     "geometry",
     "hookimpl",

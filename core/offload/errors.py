@@ -30,6 +30,7 @@ __all__ = [
     "DelegateError",
     "ModelBuildError",
     "CacheError",
+    "UsageError",
 ]
 
 
@@ -125,3 +126,9 @@ class ModelBuildError(OffloadError, ValueError):
 class CacheError(OffloadError, OSError):
     """A cache directory (or its key file) was refused: a symbolic link, not a directory, owned
     by another user, writable by others; the message names the path and what to do."""
+
+
+class UsageError(OffloadError, ValueError):
+    """A tool (the command line, ``diff_per_node``) was asked for something it cannot do with
+    what it was given or what is installed: a missing file, a bad value, an optional dependency
+    such as ai-edge-litert not installed. The command line exits 2 on it."""

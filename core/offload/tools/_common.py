@@ -25,7 +25,7 @@ from offload._plugins import (
     plugin_manager,
 )
 from offload._providers import add_provider_flags, delegates_from_args
-from offload.errors import DelegateUnavailableError, OffloadError
+from offload.errors import DelegateUnavailableError, UsageError
 
 __all__ = [
     "EXIT_OK",
@@ -44,6 +44,8 @@ __all__ = [
     "format_table",
     "latency_stats",
     "random_inputs",
+    "INPUT_KINDS",
+    "input_arrays",
 ]
 
 EXIT_OK = 0
@@ -53,8 +55,7 @@ EXIT_USAGE = 2
 T = TypeVar("T")
 
 
-class UsageError(OffloadError):
-    """Bad command-line input the library itself would not see (missing files, bad values)."""
+# UsageError lives in offload.errors with every other error; imported here for the commands.
 
 
 # -- delegate flags -----------------------------------------------------------------------
@@ -287,4 +288,53 @@ def random_inputs(details: Sequence[dict[str, Any]], rng: np.random.Generator) -
                 f"input {d['name']!r} has dtype {dtype}; random inputs are made only for "
                 "numeric and bool tensors"
             )
+    return arrays
+
+
+# What each ``--input`` kind draws for float inputs; integer inputs quantize the same draw.
+INPUT_KINDS: dict[str, str] = {
+    "normal": "N(0,1)",
+    "uniform": "U(-1,1)",
+    "image": "U(0,1), image-like",
+    "wide": "N(0,1)*100, a large dynamic range",
+}
+
+
+def _float_draw(kind: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if kind == "normal":
+        return rng.standard_normal(shape)
+    if kind == "uniform":
+        return rng.uniform(-1.0, 1.0, shape)
+    if kind == "image":
+        return rng.random(shape)
+    if kind == "wide":
+        return rng.standard_normal(shape) * 100.0
+    raise UsageError(f"input kind must be one of {', '.join(INPUT_KINDS)}, found {kind!r}")
+
+
+def input_arrays(
+    details: Sequence[dict[str, Any]], rng: np.random.Generator, kind: str = "normal"
+) -> list[np.ndarray]:
+    """One random array per input, drawn as ``kind`` says (see :data:`INPUT_KINDS`).
+
+    Quantized int8/uint8/int16 inputs get the float draw quantized with the input's scale and
+    zero point, clipped to the type's range: the same values a float model would see, so a
+    quantized and a float variant of one model can be fed alike. With ``kind="normal"`` the
+    arrays are exactly :func:`random_inputs`' for the same generator state.
+    """
+    if kind == "normal":
+        return random_inputs(details, rng)
+    arrays = []
+    for d in details:
+        shape = tuple(int(s) for s in d["shape"])
+        dtype = np.dtype(d["dtype"])
+        scale, zero_point = d["quantization"]
+        if dtype.kind == "f":
+            arrays.append(_float_draw(kind, shape, rng).astype(dtype))
+        elif dtype in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)) and scale:
+            info = np.iinfo(dtype)
+            q = np.round(_float_draw(kind, shape, rng) / scale) + zero_point
+            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
+        else:  # not quantized (indices, masks, raw codes): no float draw to quantize
+            arrays.extend(random_inputs([d], rng))
     return arrays

@@ -11,6 +11,11 @@ point for int8/uint8) on every run. The first lines are LiteRT's, number for num
 
 ``avg_error`` is the mean over runs of each run's mean absolute difference (on raw values, as
 LiteRT computes it); ``std_dev`` is its standard deviation over runs.
+
+``offload diff --graph MODEL --per-node`` compares every intermediate tensor of two
+configurations instead (:mod:`offload.tools._per_node`, docs/per-node-diff.md): by default
+LiteRT's builtin kernels against the CPU reference; a delegate chosen with the delegate flags
+becomes the candidate.
 """
 
 from __future__ import annotations
@@ -23,19 +28,26 @@ from typing import Any
 import numpy as np
 
 from offload._interpreter import Interpreter
+from offload.tools import _per_node
 from offload.tools._common import (
     EXIT_FAILED,
     EXIT_OK,
+    INPUT_KINDS,
     UsageError,
     add_delegate_args,
     add_json_arg,
+    build_delegates,
     fmt_g,
     interpreter_delegates,
     latency_stats,
     print_json,
     progress,
     random_inputs,
+    requested_delegates,
 )
+
+# Flags of --per-node only: given without it they would silently do nothing.
+_PER_NODE_FLAGS = ("reference", "candidate", "input", "tolerance", "tolerance_steps", "all")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +66,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         help="exit 1 if any output's avg_error exceeds this",
+    )
+    per_node = p.add_argument_group(
+        "per-node diff",
+        "--per-node runs the model once in each of two configurations with every intermediate "
+        "kept and compares each node's outputs (docs/per-node-diff.md). A configuration is "
+        "'litert' (LiteRT's builtin kernels), 'cpu' (offload's CPU reference) or an installed "
+        "delegate's name or path. Exit 1 when any node diverges.",
+    )
+    per_node.add_argument(
+        "--per-node",
+        "--per_node",
+        dest="per_node",
+        action="store_true",
+        help="compare every node's outputs; print the first divergence and a per-node table",
+    )
+    per_node.add_argument(
+        "--reference", metavar="CONFIG", default=None, help="the reference (default litert)"
+    )
+    per_node.add_argument(
+        "--candidate",
+        metavar="CONFIG",
+        default=None,
+        help="the configuration under test (default: the delegates the delegate flags select, "
+        "else cpu)",
+    )
+    per_node.add_argument(
+        "--input",
+        choices=tuple(INPUT_KINDS),
+        default=None,
+        help="input values: normal N(0,1) (default), uniform U(-1,1), image U(0,1), wide "
+        "N(0,1)*100; quantized integer inputs get the draw quantized",
+    )
+    per_node.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="a float tensor diverges when max |candidate - reference| exceeds this fraction "
+        "of max |reference| (default 1e-5)",
+    )
+    per_node.add_argument(
+        "--tolerance_steps",
+        type=int,
+        default=None,
+        help="an integer tensor diverges when an element differs by more than this many "
+        "quantization steps (default 0: bit-exact)",
+    )
+    per_node.add_argument(
+        "--all", action="store_true", default=None, help="list every node, not only divergent ones"
     )
     add_delegate_args(p)
     add_json_arg(p)
@@ -153,9 +213,58 @@ def format_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _candidate(args: argparse.Namespace) -> _per_node.Configuration:
+    """--candidate, or the delegates the delegate flags select (with their option flags)."""
+    named = args.candidate
+    builtin = named in (_per_node.LITERT, _per_node.CPU)
+    if named is not None and not builtin and named not in args.delegate:
+        args.delegate = [named, *args.delegate]  # so its option flags apply to it
+    pairs = requested_delegates(args)
+    if builtin and pairs:
+        flagged = ", ".join(n for n, _ in pairs)
+        raise UsageError(
+            f"--candidate {named} runs no delegate, but the delegate flags select {flagged}; "
+            "drop one of them"
+        )
+    if named is not None and builtin:
+        return named
+    if not pairs:
+        return _per_node.CPU
+    if [n for n, _ in pairs] == ["auto"]:
+        return "auto"
+    return [c.delegate for c in build_delegates(pairs)]
+
+
+def run_per_node(args: argparse.Namespace) -> int:
+    if args.max_avg_error is not None:
+        raise UsageError("--max_avg_error is for the output diff; --per-node uses --tolerance")
+    result = _per_node.diff_per_node(
+        args.graph,
+        reference=args.reference or _per_node.LITERT,
+        candidate=_candidate(args),
+        seed=args.seed,
+        input_kind=args.input or "normal",
+        tolerance=1e-5 if args.tolerance is None else args.tolerance,
+        tolerance_steps=0 if args.tolerance_steps is None else args.tolerance_steps,
+        num_threads=args.num_threads,
+    )
+    if args.json:
+        print(result.to_json())
+    else:
+        print(_per_node.format_text(result, show_all=bool(args.all)))
+    return EXIT_FAILED if result.diverged else EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     if not Path(args.graph).is_file():
         raise UsageError(f"model {args.graph!r}: no such file")
+    if args.per_node:
+        return run_per_node(args)
+    given = [f for f in _PER_NODE_FLAGS if getattr(args, f) is not None]
+    if given:
+        flags = ", ".join(f"--{f}" for f in given)
+        verb = "applies" if len(given) == 1 else "apply"
+        raise UsageError(f"{flags} {verb} only with --per-node")
     if args.num_runs < 1:
         raise UsageError(f"--num_runs must be at least 1, found {args.num_runs}")
     result = evaluate(

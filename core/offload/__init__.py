@@ -5,7 +5,14 @@ The public API is what ``__all__`` lists; everything in underscore modules is pr
 
 from offload import cache, errors, geometry, quant
 from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
-from offload._delegate import Availability, Delegate, DelegateKernel, DelegateOptions
+from offload._delegate import (
+    Availability,
+    Delegate,
+    DelegateKernel,
+    DelegateOptions,
+    DeviceProfile,
+    KernelTiming,
+)
 from offload._graph import Model, ModelType, Node, OpOptions, Subgraph, Tensor
 from offload._interpreter import Interpreter, SignatureRunner
 from offload._loader import load_model
@@ -27,7 +34,9 @@ __all__ = [
     "DelegateKernel",
     "DelegateOptions",
     "DelegateProvider",
+    "DeviceProfile",
     "Interpreter",
+    "KernelTiming",
     "Model",
     "ModelType",
     "ModelTypeSupport",

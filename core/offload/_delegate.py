@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+)
 
 from offload._capabilities import Capabilities, check_node
 from offload.errors import DelegateOptionsError
@@ -21,7 +29,14 @@ if TYPE_CHECKING:
     from offload._graph import Model, Node, Subgraph
     from offload._partition import Partition
 
-__all__ = ["Availability", "Delegate", "DelegateKernel", "DelegateOptions"]
+__all__ = [
+    "Availability",
+    "Delegate",
+    "DelegateKernel",
+    "DelegateOptions",
+    "DeviceProfile",
+    "KernelTiming",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,36 @@ class DelegateOptions(BaseModel):
 
     max_delegated_partitions: PositiveInt | None = None
     min_nodes_per_partition: PositiveInt = 1
+
+
+class KernelTiming(BaseModel):
+    """Device time of one kernel family in one partition, since profiling was switched on.
+
+    ``family``: what the launches have in common, usually the kernel function's name
+    (``matmul_6x2``), or a transfer (``copy to device``) with ``kind="transfer"``.
+    ``launches``: enqueues of that family; ``device_ms``: their summed time on the device (from
+    the device's own timestamps, not the host's clock); ``flops``: floating-point operations
+    they performed (a multiply-add counts 2), 0 where the delegate does not know.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    family: str = Field(min_length=1)
+    kind: Literal["kernel", "transfer"] = "kernel"
+    launches: NonNegativeInt
+    device_ms: NonNegativeFloat
+    flops: NonNegativeInt = 0
+
+
+class DeviceProfile(BaseModel):
+    """What :meth:`DelegateKernel.profile` reports: ``invokes`` measured since profiling was
+    switched on, each kernel family's totals over them, and the device's name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    invokes: NonNegativeInt
+    kernels: tuple[KernelTiming, ...] = ()
+    device: str = ""
 
 
 class DelegateKernel:
@@ -68,6 +113,21 @@ class DelegateKernel:
         """The delegate's own figures for this partition (cache hits, launches), for
         ``Interpreter.delegate_kernel_stats()``. Optional; the default has none."""
         return {}
+
+    def set_profiling(self, enabled: bool) -> bool:
+        """Start measuring device time per kernel family from zero (``enabled``), or stop.
+
+        Returns whether this kernel measures now. Optional: the default cannot, and says so.
+        Measuring usually costs time per launch (timestamps, a profiling queue), which is why
+        it is off until asked for, through ``Interpreter.set_delegate_profiling()``.
+        """
+        return False
+
+    def profile(self) -> DeviceProfile | Mapping[str, Any] | None:
+        """Device time per kernel family since :meth:`set_profiling` switched it on, for
+        ``Interpreter.delegate_profile()``: a :class:`DeviceProfile` or a mapping of its
+        fields. Optional; None (the default) means no device profile."""
+        return None
 
 
 class Delegate:

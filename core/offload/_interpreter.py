@@ -20,7 +20,14 @@ from offload._auto import choose_delegates
 from offload._delegate import Delegate, DelegateKernel
 from offload._executor import Executor
 from offload._graph import Model, Tensor
-from offload._introspect import array_root, held_bytes, reported_bytes, reported_stats
+from offload._introspect import (
+    array_root,
+    delegate_profiles,
+    held_bytes,
+    reported_bytes,
+    reported_stats,
+    set_profiling,
+)
 from offload._loader import load_model
 from offload._plan import Plan
 from offload._plugins import load_delegate
@@ -427,6 +434,35 @@ class Interpreter:
                 }
             )
         return rows
+
+    def set_delegate_profiling(self, enabled: bool = True) -> list[int]:
+        """Start (from zero) or stop measuring device time in every delegate partition.
+
+        Returns the partitions that measure now: those whose kernel can (see
+        ``DelegateKernel.set_profiling``). Measuring costs time per launch on most devices, so
+        time your runs with it off and profile in separate runs. Call after
+        ``allocate_tensors()``; read the figures with :meth:`delegate_profile`.
+        """
+        ex = self._executor
+        if not ex.allocated and not ex.delegate_kernels:
+            raise InterpreterStateError(
+                "set_delegate_profiling() needs the delegate kernels: call allocate_tensors() first"
+            )
+        with _exclusive(ex, "set_delegate_profiling()"):
+            return [i for i, k in sorted(ex.delegate_kernels.items()) if set_profiling(k, enabled)]
+
+    def delegate_profile(self) -> list[dict[str, Any]]:
+        """Per delegate: device time per kernel family, per invoke, since profiling started.
+
+        Each row has ``delegate``, ``partitions``, ``profiled_partitions``, ``device``,
+        ``invokes`` measured, ``device_ms_per_invoke`` (the device's busy time) and
+        ``kernels``: per family ``launches_per_invoke``, ``device_ms_per_invoke``,
+        ``percent`` of the busy time, ``flops_per_invoke`` and ``gflops`` (None where the
+        delegate does not count the work); ``reason`` is ``"no device profile"`` when no
+        partition of the delegate reports one. See ``docs/introspection.md``.
+        """
+        delegate_of = {p.index: p.delegate for p in self.plan().partitions}
+        return delegate_profiles(self._executor.delegate_kernels, delegate_of)
 
 
 class SignatureRunner:

@@ -1,4 +1,5 @@
-"""What the Interpreter's introspection methods measure: bytes held, delegates' own reports.
+"""What the Interpreter's introspection methods measure: bytes held, delegates' own reports
+(memory, stats, device-time profiles).
 
 CPU kernels keep what ``setup`` made (weights in GEMM layout, tiled biases, lookup tables) as
 ordinary attributes, often inside helper objects of their own. Rather than ask 96 kernels to
@@ -13,12 +14,23 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
-from offload._delegate import DelegateKernel
+from offload._delegate import DelegateKernel, DeviceProfile
 from offload._graph import Model, Node, OpOptions, Subgraph, Tensor
 from offload.errors import DelegateError
 
-__all__ = ["array_root", "held_bytes", "reported_bytes", "reported_stats"]
+__all__ = [
+    "array_root",
+    "delegate_profiles",
+    "held_bytes",
+    "reported_bytes",
+    "reported_profile",
+    "reported_stats",
+    "set_profiling",
+]
+
+NO_PROFILE = "no device profile"
 
 # Objects a kernel refers to that belong to the graph, not to the kernel: never walked.
 _GRAPH_TYPES = (Model, Subgraph, Node, Tensor, OpOptions)
@@ -100,7 +112,95 @@ def reported_stats(kernel: DelegateKernel) -> dict[str, Any]:
     return dict(_mapping(kernel, "stats"))
 
 
-def _mapping(kernel: DelegateKernel, method: str) -> Mapping[str, Any]:
+def set_profiling(kernel: DelegateKernel, enabled: bool) -> bool:
+    """Switch a delegate kernel's device profiling; whether it measures now."""
+    answer = _method(kernel, "set_profiling")(bool(enabled))
+    if not isinstance(answer, bool):
+        raise DelegateError(
+            f"{type(kernel).__name__}.set_profiling() must return a bool (whether it measures "
+            f"now), found {type(answer).__name__}"
+        )
+    return answer
+
+
+def reported_profile(kernel: DelegateKernel) -> DeviceProfile | None:
+    """A delegate kernel's device profile (``profile()``), validated; None when it has none."""
+    reported = _method(kernel, "profile")()
+    if reported is None or isinstance(reported, DeviceProfile):
+        return reported
+    if not isinstance(reported, Mapping):
+        raise DelegateError(
+            f"{type(kernel).__name__}.profile() must return an offload.DeviceProfile, a mapping "
+            f"of its fields or None, found {type(reported).__name__}"
+        )
+    try:
+        return DeviceProfile.model_validate(dict(reported))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (found {err.get('input')!r})"
+            for err in exc.errors()
+        )
+        raise DelegateError(
+            f"{type(kernel).__name__}.profile() reported an invalid profile: {problems}"
+        ) from None
+
+
+def delegate_profiles(
+    kernels: Mapping[int, DelegateKernel], delegate_of: Mapping[int, str]
+) -> list[dict[str, Any]]:
+    """Per delegate, its partitions' device profiles added up, per invoke (JSON-ready).
+
+    Each partition's totals are divided by its own invoke count before they are added: the
+    partitions of one delegate each run once per ``invoke()``, so the sums are what one
+    ``invoke()`` costs on the device. A partition that measured no invoke yet adds nothing.
+    """
+    by_delegate: dict[str, list[tuple[int, DeviceProfile | None]]] = {}
+    for index, kernel in sorted(kernels.items()):
+        by_delegate.setdefault(delegate_of[index], []).append((index, reported_profile(kernel)))
+    rows = []
+    for name, parts in by_delegate.items():
+        profiled = [(i, p) for i, p in parts if p is not None]
+        families: dict[tuple[str, str], dict[str, float]] = {}
+        for _, prof in profiled:
+            if prof.invokes == 0:
+                continue
+            for k in prof.kernels:
+                acc = families.setdefault((k.family, k.kind), {"n": 0.0, "ms": 0.0, "fl": 0.0})
+                acc["n"] += k.launches / prof.invokes
+                acc["ms"] += k.device_ms / prof.invokes
+                acc["fl"] += k.flops / prof.invokes
+        busy = sum(acc["ms"] for acc in families.values())
+        kernel_rows = [
+            {
+                "family": family,
+                "kind": kind,
+                "launches_per_invoke": acc["n"],
+                "device_ms_per_invoke": acc["ms"],
+                "percent": 100.0 * acc["ms"] / busy if busy else 0.0,
+                "flops_per_invoke": acc["fl"],
+                # Achieved rate, where the delegate counted the work and the device took time.
+                "gflops": acc["fl"] / acc["ms"] / 1e6 if acc["fl"] and acc["ms"] else None,
+            }
+            for (family, kind), acc in families.items()
+        ]
+        kernel_rows.sort(key=lambda r: (-r["device_ms_per_invoke"], r["family"]))
+        devices = sorted({p.device for _, p in profiled if p.device})
+        rows.append(
+            {
+                "delegate": name,
+                "partitions": [i for i, _ in parts],
+                "profiled_partitions": [i for i, _ in profiled],
+                "device": ", ".join(devices),
+                "invokes": min((p.invokes for _, p in profiled), default=0),
+                "device_ms_per_invoke": busy,
+                "kernels": kernel_rows,
+                "reason": "" if profiled else NO_PROFILE,
+            }
+        )
+    return rows
+
+
+def _method(kernel: DelegateKernel, method: str) -> Any:
     # create_kernel() is not checked when called, so a kernel that does not subclass
     # DelegateKernel (and lacks the defaults) is named here rather than as an AttributeError.
     call = getattr(kernel, method, None)
@@ -109,7 +209,11 @@ def _mapping(kernel: DelegateKernel, method: str) -> Mapping[str, Any]:
             f"{type(kernel).__name__} has no {method}() method: expected a subclass of "
             f"offload.DelegateKernel, found classes {[c.__name__ for c in type(kernel).__mro__]}"
         )
-    reported = call()
+    return call
+
+
+def _mapping(kernel: DelegateKernel, method: str) -> Mapping[str, Any]:
+    reported = _method(kernel, method)()
     if not isinstance(reported, Mapping):
         raise DelegateError(
             f"{type(kernel).__name__}.{method}() must return a mapping, found "

@@ -42,6 +42,8 @@ class Config:
     warmup: list[float] = field(default_factory=list)
     runs: list[float] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)
+    # ``--profile``: what _bench_profile measured (device time per kernel family), else None.
+    device_profile: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         it = self.interpreter
@@ -66,6 +68,8 @@ class Config:
             inference=latency_stats(self.runs),
             memory=self.memory,
         )
+        if self.device_profile is not None:
+            out["device_profile"] = self.device_profile
         return out
 
 

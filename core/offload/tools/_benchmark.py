@@ -5,8 +5,9 @@ first inference, warm-up and steady-state latency. Memory: the peak RSS rise dur
 during inference (``/proc/self/status`` VmHWM, reset through ``/proc/self/clear_refs``; else
 ``getrusage``), plus what ``Interpreter.memory_report()`` counts (tensors, arena, CPU kernel
 and delegate buffers). ``--compare cpu,dummy`` runs several configurations in one process,
-round-robin. The parts: ``_bench_memory`` (RSS probe), ``_bench_runs`` (configurations and
-timed runs), ``_bench_print`` (tables and plot).
+round-robin. ``--profile`` adds, per delegate, device time per kernel family from profiled runs
+after the timed ones. The parts: ``_bench_memory`` (RSS probe), ``_bench_runs`` (configurations
+and timed runs), ``_bench_profile`` (device profiles), ``_bench_print`` (tables and plot).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from offload._loader import load_model
 from offload.tools._bench_memory import MemoryProbe
 from offload.tools._bench_print import plot, print_compare, print_single
+from offload.tools._bench_profile import print_device_profiles, profile_configs
 from offload.tools._bench_runs import (
     Config,
     add_ratios,
@@ -78,6 +80,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="time every op / partition and print the table",
     )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the timed runs, profile the delegates on their device: time per kernel "
+        "family, launches, GFLOP/s, device busy vs wall time",
+    )
+    p.add_argument(
+        "--profile_runs",
+        type=int,
+        default=10,
+        help="invokes measured with --profile (default 10)",
+    )
     p.add_argument("--plot", metavar="PNG", help="draw per-op time to a PNG (needs offload[tools])")
     p.add_argument(
         "--compare",
@@ -96,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"model {path!r}: no such file")
     if args.num_runs < 1 or args.warmup_runs < 0:
         raise UsageError("--num_runs must be >= 1 and --warmup_runs >= 0")
+    if args.profile_runs < 1:
+        raise UsageError(f"--profile_runs must be >= 1, found {args.profile_runs}")
     if args.plot:
         require_extra("matplotlib", "--plot")
     profile = bool(args.plot or args.enable_op_profiling)
@@ -118,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         inputs = init_config(c, path, args, profile, probe, inputs, rng)
     show = not args.json
     timed_loop(configs, args, show)
+    if args.profile:
+        profile_configs(configs, args.profile_runs)
     result: dict[str, Any] = {
         "model": path,
         "model_size_bytes": os.path.getsize(path),
@@ -139,4 +157,6 @@ def run(args: argparse.Namespace) -> int:
         print_compare(result)
     else:
         print_single(result)
+    if args.profile and not args.json:
+        print_device_profiles(result)
     return EXIT_OK

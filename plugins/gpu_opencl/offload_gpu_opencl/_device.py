@@ -18,6 +18,7 @@ __all__ = [
     "list_devices",
     "open_device",
     "probe",
+    "profiling_queue",
     "program_key",
     "save_program",
 ]
@@ -36,6 +37,9 @@ class DeviceHandle:
     context: cl.Context
     queue: cl.CommandQueue
     programs: dict[str, cl.Program] = field(default_factory=dict)
+    # A second in-order queue that timestamps its commands, made when profiling is first asked
+    # for: timestamps cost on some drivers, so the queue every invoke uses never has them.
+    profiling: cl.CommandQueue | None = None
 
     @property
     def name(self) -> str:
@@ -162,6 +166,20 @@ def _open(plat: cl.Platform, dev: cl.Device) -> DeviceHandle:
                 _DEVICES[key] = handle
                 return handle
     raise GpuOpenCLError(reason)
+
+
+def profiling_queue(handle: DeviceHandle) -> cl.CommandQueue:
+    """The device's queue with ``PROFILING_ENABLE`` (its events carry device timestamps)."""
+    with _LOCK:
+        if handle.profiling is None:
+            handle.profiling = check(
+                "clCreateCommandQueue(PROFILING_ENABLE)",
+                cl.CommandQueue,
+                handle.context,
+                handle.device,
+                properties=cl.command_queue_properties.PROFILING_ENABLE,
+            )
+        return handle.profiling
 
 
 def _build_from_source(handle: DeviceHandle, options: str) -> cl.Program:

@@ -6,6 +6,9 @@ never leave the device; buffers are shared between tensors whose lifetimes do no
 Partition inputs that a launch overwrites (a BASIC LSTM's previous activation and state) are
 read back into the caller's arrays in the same sync, as the CPU kernel updates them in place.
 
+With profiling switched on (``set_profiling``) the same commands go to a queue that timestamps
+them, and after the sync each event's device time is added to its kernel family's totals.
+
 Sizes are never taken on trust: the lowering has checked every shape and every launch's reach
 (_lower), buffer sizes are held to the device's limits before any is allocated, and each
 invoke checks that its inputs hold the element counts the buffers were made for.
@@ -20,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyopencl as cl
 
-from offload import DelegateKernel, Partition, Subgraph, Tensor
+from offload import DelegateKernel, Node, Partition, Subgraph, Tensor
 from offload.quant import dequantize, quantize
 from offload_gpu_opencl._cache import SerializationCache
-from offload_gpu_opencl._device import build_program, open_device, save_program
+from offload_gpu_opencl._device import build_program, open_device, profiling_queue, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
 from offload_gpu_opencl._ir import SLACK, Launch, Lowering, Ref, elements
 from offload_gpu_opencl._lower import lower
@@ -32,7 +35,10 @@ from offload_gpu_opencl._source import source_hash
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
 
-__all__ = ["GpuKernel", "partition_fingerprint"]
+__all__ = ["GpuKernel", "node_flops", "partition_fingerprint"]
+
+# Families of the profile's transfer rows: not kernel names (those are C identifiers).
+UPLOAD, DOWNLOAD = "copy to device", "copy from device"
 
 
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
@@ -56,6 +62,28 @@ def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
             if x.is_constant:  # folded constants too: the core made their values before init
                 h.update(np.asarray(x.data).tobytes())
     return h.hexdigest()
+
+
+def node_flops(node: Node, subgraph: Subgraph) -> int:
+    """Floating-point operations of a convolution or matmul node, a multiply-add counting 2
+    (the usual GFLOP/s convention; bias and epilogue ignored); 0 for other ops."""
+    shape = subgraph.tensors
+
+    def size(t: int) -> int:
+        return elements(shape[t].shape)
+
+    if node.op == "CONV_2D":  # filter [O, KH, KW, I]: KH*KW*I products per output
+        _, kh, kw, ci = shape[node.inputs[1]].shape
+        return 2 * size(node.outputs[0]) * kh * kw * ci
+    if node.op == "DEPTHWISE_CONV_2D":  # filter [1, KH, KW, C*M]: KH*KW per output
+        _, kh, kw, _ = shape[node.inputs[1]].shape
+        return 2 * size(node.outputs[0]) * kh * kw
+    if node.op == "FULLY_CONNECTED":  # weights [O, K]: K per output
+        return 2 * size(node.outputs[0]) * shape[node.inputs[1]].shape[1]
+    if node.op == "TRANSPOSE_CONV":  # every input value scatters into KH*KW*O outputs
+        co, kh, kw, _ = shape[node.inputs[1]].shape
+        return 2 * size(node.inputs[2]) * kh * kw * co
+    return 0
 
 
 def _to_float(tensor: Tensor) -> Callable[[np.ndarray], np.ndarray]:
@@ -82,6 +110,11 @@ class GpuKernel(DelegateKernel):
         # Where the program and constants came from, launches: see stats().
         self._stats: dict[str, Any] = {}
         self._device_bytes = 0
+        # Profiling (see set_profiling): the timestamping queue while on, else None;
+        # (family, kind) -> [launches, device ns, flops]; invokes measured.
+        self._profile_queue: cl.CommandQueue | None = None
+        self._timings: dict[tuple[str, str], list[int]] = {}
+        self._profiled_invokes = 0
 
     # -- init -------------------------------------------------------------------------------
 
@@ -89,6 +122,7 @@ class GpuKernel(DelegateKernel):
         opts = self.options
         self.subgraph, self.partition = subgraph, partition
         self.handle = handle = open_device(opts.platform, opts.device)
+        self._stats["device"] = handle.name
         half = opts.precision_loss_allowed
         self.build_options = " ".join(
             (["-DSTORE_HALF"] if half else [])
@@ -241,6 +275,15 @@ class GpuKernel(DelegateKernel):
         for launch in launches:
             kernel = self._make_kernel(launch, resolve)
             self.calls.append((kernel, launch.global_size, launch.local_size))
+        # For the profile: each launch's family and work. A node's arithmetic is its first
+        # launch's (what follows it, a fake-quantize or a reduction, only moves values).
+        self._families = [launch.kernel for launch in launches]
+        self._flops = []
+        counted: set[int] = set()
+        for launch in launches:
+            first = launch.node not in counted
+            counted.add(launch.node)
+            self._flops.append(node_flops(sg.nodes[launch.node], sg) if first else 0)
 
     def _check_device_memory(self, slots: list[int], const_bytes: dict[str, int]) -> None:
         """Refuse buffers the device cannot hold, before allocating any: a driver that does
@@ -281,6 +324,36 @@ class GpuKernel(DelegateKernel):
         invoke. A copy, so a caller cannot change the kernel's. Bytes are memory_bytes()'s."""
         return dict(self._stats)
 
+    def set_profiling(self, enabled: bool) -> bool:
+        """Time every command of each invoke on the device from now on (from zero), or stop.
+
+        The commands go to the device's timestamping queue while profiling is on, so the
+        queue of unprofiled invokes never pays for timestamps."""
+        self._profile_queue = profiling_queue(self.handle) if enabled else None
+        self._timings = {}
+        self._profiled_invokes = 0
+        return enabled
+
+    def profile(self) -> dict[str, Any] | None:
+        """Per kernel family (the kernel function's name) and per transfer direction: launches,
+        device milliseconds and FLOPs since set_profiling(True); None while it is off."""
+        if self._profile_queue is None:
+            return None
+        kernels = [
+            {"family": family, "kind": kind, "launches": n, "device_ms": ns / 1e6, "flops": fl}
+            for (family, kind), (n, ns, fl) in sorted(self._timings.items())
+        ]
+        return {"invokes": self._profiled_invokes, "kernels": kernels, "device": self.handle.name}
+
+    def _record(self, events: list[tuple[str, str, int, cl.Event]]) -> None:
+        """Add the finished commands' device times (nanoseconds, end - start) to the totals."""
+        for family, kind, flops, event in events:
+            totals = self._timings.setdefault((family, kind), [0, 0, 0])
+            totals[0] += 1
+            totals[1] += max(0, int(event.profile.end) - int(event.profile.start))
+            totals[2] += flops
+        self._profiled_invokes += 1
+
     # -- prepare ----------------------------------------------------------------------------
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]]) -> None:
@@ -305,7 +378,10 @@ class GpuKernel(DelegateKernel):
     # -- invoke -----------------------------------------------------------------------------
 
     def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        queue = self.handle.queue
+        profiling = self._profile_queue
+        queue = self.handle.queue if profiling is None else profiling
+        # (family, kind, flops, event) of every command, only while profiling.
+        events: list[tuple[str, str, int, cl.Event]] | None = None if profiling is None else []
         store = self.store_dtype
         keep = []
         for (root, convert, count), value in zip(self.inputs, inputs):
@@ -316,20 +392,30 @@ class GpuKernel(DelegateKernel):
                     f"partition for {count}"
                 )
             keep.append(host)
-            cl.enqueue_copy(queue, self.buffers[root], host, is_blocking=False)
-        for kernel, global_size, local_size in self.calls:
-            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+            event = cl.enqueue_copy(queue, self.buffers[root], host, is_blocking=False)
+            if events is not None:
+                events.append((UPLOAD, "transfer", 0, event))
+        for pos, (kernel, global_size, local_size) in enumerate(self.calls):
+            event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+            if events is not None:
+                events.append((self._families[pos], "kernel", self._flops[pos], event))
         reads = []
         for root, _convert, count in self.outputs:
             host = np.empty(count, store)
-            cl.enqueue_copy(queue, host, self.buffers[root], is_blocking=False)
+            event = cl.enqueue_copy(queue, host, self.buffers[root], is_blocking=False)
+            if events is not None:
+                events.append((DOWNLOAD, "transfer", 0, event))
             reads.append(host)
         written = []
         for _pos, root, count in self.writebacks:
             host = np.empty(count, store)
-            cl.enqueue_copy(queue, host, self.buffers[root], is_blocking=False)
+            event = cl.enqueue_copy(queue, host, self.buffers[root], is_blocking=False)
+            if events is not None:
+                events.append((DOWNLOAD, "transfer", 0, event))
             written.append(host)
         check("clFinish", queue.finish)
+        if events is not None:
+            self._record(events)
         for (pos, _root, _count), host in zip(self.writebacks, written):
             target = inputs[pos]
             if isinstance(target, np.ndarray) and target.flags.writeable:

@@ -3,13 +3,18 @@ TRANSPOSE_CONV, BATCH_MATMUL): patch extraction, weight preparation, requantizat
 and the on-the-fly input quantization of the hybrid kernels. The padding rule itself is the
 public :mod:`offload.geometry`, shared with delegates.
 
-Integer dot products are computed as float64 GEMMs: every int8/int16 product and every partial
-sum stays far below 2**53, so the result is exact and BLAS-fast, unlike numpy's integer matmul.
+Integer dot products are computed as float GEMMs: every int8/int16 product and every partial
+sum stays far below 2**53, so a float64 result is exact and BLAS-fast, unlike numpy's integer
+matmul; float32 is exact too while every partial sum stays below 2**24, which setup checks
+against the actual weights (:func:`gemm_dtype`). The int8 kernels then requantize in float64
+where that is provably exact (:class:`RuyRequantizer`) instead of in int64 passes.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -28,7 +33,7 @@ from offload.ops._quant import (
 from offload.quant import channel_scales
 
 if TYPE_CHECKING:
-    from offload._graph import Quantization, Tensor
+    from offload._graph import Quantization, Subgraph, Tensor
     from offload.ops._base import OpKernel
 
 __all__ = [
@@ -47,6 +52,14 @@ __all__ = [
     "quantize_rows",
     "exact_matmul",
     "scale_zp",
+    "gemm_dtype",
+    "float32_k_splits",
+    "IntegerGemm",
+    "eigen_order_matmul",
+    "has_hybrid_kernels",
+    "RuyRequantizer",
+    "scratch",
+    "ROWS_PER_CHUNK_ELEMENTS",
 ]
 
 
@@ -250,3 +263,302 @@ def check_bias(ctx: ShapeContext, out_channels: int) -> None:
             bias == out_channels,
             f"expected {out_channels} bias values (one per out-channel), found {bias}",
         )
+
+
+# --- the exact float path of the int8 GEMM kernels ------------------------------------------
+
+# Integers of magnitude below these are exact in float32 / float64.
+_F32_EXACT = 1 << 24
+_F64_EXACT = 1 << 53
+
+# The integer kernels work through their rows in chunks of about this many elements, so that
+# patch rows, GEMM results and requantization temporaries stay in cache and are reused
+# rather than allocated (and page-faulted) per run.
+ROWS_PER_CHUNK_ELEMENTS = 1 << 18
+
+_local = threading.local()
+
+
+def scratch(name: str, size: int, dtype: type) -> np.ndarray:
+    """A flat per-thread work array of at least ``size`` elements, reused across kernels and
+    runs (each kernel finishes with it before the next one runs on the same thread)."""
+    store: dict[tuple[str, type], np.ndarray] = _local.__dict__.setdefault("arrays", {})
+    buf = store.get((name, dtype))
+    if buf is None or buf.size < size:
+        buf = store[(name, dtype)] = np.empty(max(size, 1), dtype)
+    return buf[:size]
+
+
+def gemm_dtype(input_dtype: np.dtype | type, weights: np.ndarray) -> type | None:
+    """The float type in which (integer input) @ ``weights`` (K, N) is exact whatever order
+    BLAS sums in: float32 while |x| * sum_k |w[k, n]| < 2**24 for every column, bounding every
+    partial sum; else float64 under 2**53; else None (no exact float GEMM)."""
+    info = np.iinfo(input_dtype)
+    max_x = max(-int(info.min), int(info.max))
+    column_bound = max_x * int(np.abs(weights).sum(axis=0).max(initial=0))
+    if column_bound < _F32_EXACT:
+        return np.float32
+    return np.float64 if column_bound < _F64_EXACT else None
+
+
+def float32_k_splits(input_dtype: np.dtype | type, weights: np.ndarray) -> list[slice]:
+    """Consecutive ranges of the depth K of (integer input) @ ``weights`` (K, N), each as long
+    as :func:`gemm_dtype`'s float32 bound allows (one range when the whole GEMM is exact in
+    float32; a row over the bound by itself gets a range of its own)."""
+    info = np.iinfo(input_dtype)
+    max_x = max(-int(info.min), int(info.max))
+    magnitude = np.abs(np.asarray(weights, np.float64)) * max_x
+    splits, start = [], 0
+    running = np.zeros(magnitude.shape[1])
+    for k in range(magnitude.shape[0]):
+        running += magnitude[k]
+        if running.max(initial=0) >= _F32_EXACT and k > start:
+            splits.append(slice(start, k))
+            start, running = k, magnitude[k].copy()
+    splits.append(slice(start, magnitude.shape[0]))
+    return splits
+
+
+class IntegerGemm:
+    """An exact GEMM of integer rows with constant integer weights (K, N), held as float:
+    float32 over :func:`float32_k_splits` when each range is exact, the ranges' results summed
+    in float64 (still exact, at a fraction of a float64 GEMM's cost); float64 throughout
+    where that would take more than ``MAX_SPLITS`` ranges."""
+
+    MAX_SPLITS = 4
+
+    def __init__(self, input_dtype: np.dtype | type, weights: np.ndarray) -> None:
+        splits = float32_k_splits(input_dtype, weights)
+        exact = all(gemm_dtype(input_dtype, weights[k]) == np.float32 for k in splits)
+        if len(splits) > self.MAX_SPLITS or not exact:
+            splits = [slice(0, weights.shape[0])]
+            self.dtype: type = np.float64
+        else:
+            self.dtype = np.float32
+        self.splits = splits
+        self.weights = np.ascontiguousarray(weights, self.dtype)
+        self.depth, self.width = weights.shape
+        # The accumulator's type: float64 as soon as ranges are summed.
+        self.acc_dtype: type = np.float64 if len(splits) > 1 else self.dtype
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        """rows (M, K) of ``self.dtype`` -> a per-thread work array (M, N) of ``acc_dtype``,
+        valid until the next call."""
+        count = rows.shape[0]
+        acc = scratch("gemm_acc", count * self.width, self.acc_dtype).reshape(count, -1)
+        if len(self.splits) == 1:
+            return np.matmul(rows, self.weights, out=acc)
+        part = scratch("gemm_part", count * self.width, self.dtype).reshape(count, -1)
+        for i, k in enumerate(self.splits):
+            np.matmul(rows[:, k], self.weights[k], out=part)
+            if i == 0:
+                np.copyto(acc, part)
+            else:
+                np.add(acc, part, out=acc)
+        return acc
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+class RuyRequantizer:
+    """:func:`requantize_ruy` of ``g + offset`` (an exact integer GEMM result ``g`` and a
+    per-channel integer ``offset``), plus the output zero point, clamped: in three float64
+    passes and one cast instead of about twelve int64 passes, and bit for bit the same.
+
+    Why it is exact. ruy rounds twice, ``h = floor((a*M + 2**30) / 2**31)`` then
+    ``floor((h + 2**(r-1)) / 2**r)``; since floor((floor(u) + k) / n) == floor((u + k) / n)
+    for integer k and n, that is one floor: ``floor((a*M + R) / 2**S)`` with ``S = 31 + r``
+    and ``R = 2**30 + 2**(30 + r)`` (or 2**30 when r is 0; a left shift folds into M). So
+    ``y = g * M/2**S + (offset*M + R + (zp + lift) * 2**S) / 2**S`` and ``floor(y) - lift`` is
+    the output. Every term is an integer over 2**S: while each integer is below 2**53 the
+    float64 products and sums are exact. Setup checks that for every ``g`` whose output lies
+    in [lo - 1, hi + 1]; outside that window y may round, but it is monotonic in ``g``, so
+    the clamp still lands on lo or hi. ``lift`` (128 for int8) makes y non-negative in the
+    clamp window, where the cast's truncation to an unsigned type is the floor; the sign bit
+    flipped back gives the signed value.
+    """
+
+    def __init__(
+        self, scale: np.ndarray, offset: np.ndarray, bounds: tuple[float, float], dtype: np.dtype
+    ) -> None:
+        self.scale = scale
+        self.offset = offset
+        self.lo, self.hi = bounds
+        self.dtype = dtype
+        self.unsigned = np.dtype(f"u{dtype.itemsize}")
+        self.sign_bit = 0 if dtype.kind == "u" else 1 << (8 * dtype.itemsize - 1)
+        self._tiled: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def store(self, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Clamp float64 ``y`` (already scaled and offset) and cast it into ``out``."""
+        np.clip(y, self.lo, self.hi, out=y)
+        target = out.reshape(y.shape).view(self.unsigned)
+        np.copyto(target, y, casting="unsafe")
+        if self.sign_bit:
+            np.bitwise_xor(target, target.dtype.type(self.sign_bit), out=target)
+        return out
+
+    @classmethod
+    def build(
+        cls,
+        multiplier: np.ndarray,
+        shift: np.ndarray,
+        offset: np.ndarray,
+        zero_point: int,
+        clamp: tuple[int, int],
+        dtype: np.dtype | type,
+    ) -> RuyRequantizer | None:
+        """The requantizer for per-channel (or broadcast per-tensor) ``multiplier`` and
+        ``shift``, per-channel integer ``offset`` added to the GEMM result, the output zero
+        point and clamp range; None where some channel's arithmetic would not be exact (the
+        caller keeps the int64 path)."""
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "iu":
+            return None
+        lift = -int(np.iinfo(dtype).min)
+        lo, hi = clamp
+        channels = len(offset)
+        multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), (channels,))
+        shift = np.broadcast_to(np.asarray(shift, np.int64), (channels,))
+        scale = np.empty(channels, np.float64)
+        base = np.empty(channels, np.float64)
+        for c in range(channels):
+            m, s, off = int(multiplier[c]), int(shift[c]), int(offset[c])
+            if m <= 0:
+                return None
+            m <<= max(s, 0)
+            right = max(-s, 0)
+            total = 31 + right
+            rounding = (1 << 30) + ((1 << (30 + right)) if right else 0)
+            numerator = off * m + rounding + ((zero_point + lift) << total)
+            # The accumulators (g + off) whose output is in [lo, hi], widened by one.
+            acc_lo = _ceil_div(((lo - zero_point) << total) - rounding, m) - 1
+            acc_hi = _ceil_div(((hi - zero_point + 1) << total) - rounding, m)
+            g_ends = (acc_lo - off, acc_hi - off)
+            if (
+                abs(numerator) >= _F64_EXACT
+                or max(abs(g) for g in g_ends) * m >= _F64_EXACT
+                or max(abs(g * m + numerator) for g in g_ends) >= _F64_EXACT
+            ):
+                return None
+            scale[c] = math.ldexp(m, -total)
+            base[c] = math.ldexp(numerator, -total)
+        return cls(scale, base, (lo + lift, hi + lift), dtype)
+
+    def _constants(self, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """Scale and offset tiled to ``block`` rows: numpy broadcasts a short per-channel
+        vector a few values at a time, several times slower than one long contiguous pass."""
+        if block not in self._tiled:
+            self._tiled[block] = (np.tile(self.scale, block), np.tile(self.offset, block))
+        return self._tiled[block]
+
+    def __call__(self, gemm: np.ndarray, out: np.ndarray, block: int = 1) -> np.ndarray:
+        """Requantize ``gemm`` (rows, channels; exact integers, float32 or float64) into the
+        C-contiguous ``out`` of the same size; ``block`` must divide the rows."""
+        rows, channels = gemm.shape
+        if rows % block:
+            block = 1
+        scale, offset = self._constants(block)
+        y = scratch("requantize", gemm.size, np.float64).reshape(rows // block, -1)
+        np.multiply(gemm.reshape(y.shape), scale, out=y)
+        np.add(y, offset, out=y)
+        return self.store(y, out)
+
+
+# --- LiteRT's float accumulation order ------------------------------------------------------
+
+# LiteRT's builtin float CONV_2D on x86 is im2col + Eigen's GEMM (one thread or several),
+# compiled without FMA: every product is rounded to float32, then added. Eigen's kernel walks
+# the output channels in packets of 8: for those, each output is one chain over k = 0, 1, ...
+# in im2col order (filter row, column, input channel), from zero. A remaining half packet of
+# 4 channels keeps two chains (even and odd k) over the largest multiple of 8, adds them, then
+# the rest of k in order; the last 1-3 channels keep four (k mod 4) over the largest multiple
+# of 4, add them pairwise ((0 + 1) + (2 + 3)), then the rest. Pixels go in groups of 4; the
+# last M % 4 are one chain in every channel. The bias comes after, then the activation's
+# clamp. Found by matching LiteRT bit for bit on builder-made convolutions (random M, K, N;
+# one thread and the default pool). It holds while K fits one of Eigen's depth blocks (kc),
+# which depends on the CPU's L1 size: 576 here, at least 288 with a 32 KiB L1. Tiny products
+# (M + N + K < 20) and a single output pixel or channel take other Eigen paths. BLAS sums in
+# another order and differs in the last bit on ~30-60% of outputs.
+SEQUENTIAL_MAX_DEPTH = 256
+
+_hybrid_subgraphs: dict[int, bool] = {}
+
+
+def _in_order(parts: np.ndarray, out: np.ndarray) -> None:
+    """Sum ``parts`` along its first axis one slice after the other, in order, into ``out``:
+    numpy reduces a non-last axis that way (a pairwise sum happens only along a contiguous
+    last axis)."""
+    if len(parts):
+        np.sum(parts, axis=0, out=out)
+    else:
+        out[...] = 0
+
+
+def eigen_order_matmul(rows: np.ndarray, weights: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``rows`` (M, K) @ ``weights`` (K, N) in float32 with the roundings and the order of
+    additions of LiteRT's float CONV_2D (see above). Products are laid out (K, N, pixels) so
+    that numpy's passes run along pixels; about ten times a BLAS GEMM's cost, so only where
+    the last bit matters."""
+    depth, width = weights.shape
+    full = width - width % 8
+    half = full + (4 if width % 8 >= 4 else 0)
+    # Pixels per chunk: long passes, products within 8 MiB.
+    chunk = max(4, min((1 << 15) // width, (1 << 21) // (depth * width)))
+    size = min(chunk, len(rows))
+    products = scratch("ordered_products", depth * width * size, np.float32)
+    sums = scratch("ordered_sums", width * size, np.float32)
+    columns = np.ascontiguousarray(rows.T)
+    for start in range(0, len(rows), chunk):
+        stop = min(start + chunk, len(rows))
+        count = stop - start
+        block = products[: depth * width * count].reshape(depth, width, count)
+        np.multiply(weights[:, :, None], columns[:, None, start:stop], out=block)
+        acc = sums[: width * count].reshape(width, count)
+        _in_order(block[:, :full], acc[:full])
+        if half > full:
+            peel = depth - depth % 8
+            _in_order(block[0:peel:2, full:half], acc[full:half])
+            odd = np.empty((half - full, count), np.float32)
+            _in_order(block[1:peel:2, full:half], odd)
+            acc[full:half] += odd
+            for k in range(peel, depth):
+                acc[full:half] += block[k, full:half]
+        if width > half:
+            peel = depth - depth % 4
+            lanes = np.empty((4, width - half, count), np.float32)
+            for lane in range(4):
+                _in_order(block[lane:peel:4, half:], lanes[lane])
+            np.add(lanes[0], lanes[1], out=acc[half:])
+            acc[half:] += lanes[2] + lanes[3]
+            for k in range(peel, depth):
+                acc[half:] += block[k, half:]
+        out[start:stop] = acc.T
+    tail = len(rows) % 4
+    if tail and full < width:  # the last pixels: one chain in every channel
+        last = np.multiply(weights[:, :, None], columns[:, None, -tail:])
+        out[-tail:] = np.sum(last, axis=0).T
+    return out
+
+
+def has_hybrid_kernels(subgraph: Subgraph) -> bool:
+    """Whether a node of ``subgraph`` reads a float input with constant integer weights (a
+    dynamic-range model). Its hybrid kernels quantize their float inputs on the fly, so a
+    last-bit difference upstream can move a code by a whole step: there, float kernels follow
+    LiteRT's accumulation order even where that costs more."""
+    key = id(subgraph)
+    if key not in _hybrid_subgraphs:
+        tensors = subgraph.tensors
+        found = False
+        for node in subgraph.nodes:
+            ins = [tensors[i] for i in node.inputs if i >= 0]
+            if any(t.dtype == np.float32 and not t.is_constant for t in ins) and any(
+                t.is_constant and t.type_name in ("INT8", "UINT8", "INT4") for t in ins
+            ):
+                found = True
+                break
+        _hybrid_subgraphs[key] = found
+        weakref.finalize(subgraph, _hybrid_subgraphs.pop, key, None)
+    return _hybrid_subgraphs[key]

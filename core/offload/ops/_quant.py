@@ -40,6 +40,9 @@ __all__ = [
     "requantize",
     "scale_zp",
     "quantize_rows",
+    "multiply_by_quantized_multiplier_lanes",
+    "round_half_away_f32",
+    "round_half_away_neon",
     "inv_sqrt_quantized_multiplier",
     "fixed_point_logistic_int16",
     "fixed_point_tanh_int16",
@@ -56,44 +59,104 @@ def scale_zp(tensor: Tensor | None) -> tuple[float, int]:
     return float(scale), zero_point
 
 
+def round_half_away_f32(y: np.ndarray) -> np.ndarray:
+    """std::round of float32 values (halves away from zero), computed exactly: in float64, since
+    ``floor(|y| + 0.5)`` in float32 would itself round (0.49999997 + 0.5 is 1.0 in float32)."""
+    return tflite_round(np.asarray(y, np.float64))
+
+
+def round_half_away_neon(y: np.ndarray) -> np.ndarray:
+    """RoundToNearest of LiteRT's NEON tensor utilities as built for x86, where there is no
+    vcvta: add +-0.5 in float32, then truncate. The float32 addition rounds first, so unlike
+    std::round this sends 0.49999997 to 1; LiteRT's hybrid kernels quantize their inputs so."""
+    y = np.asarray(y, np.float32)
+    return np.trunc(y + np.copysign(np.float32(0.5), y))
+
+
+def _round_rows_neon(y: np.ndarray) -> np.ndarray:
+    """Round a (rows, n) float32 array in place as LiteRT's NEON quantizers do: the first
+    n // 8 * 8 values of each row in vector lanes, the rest one by one with std::round."""
+    vector = y.shape[1] // 8 * 8
+    head = y[:, :vector]
+    head += np.copysign(np.float32(0.5), head)
+    np.trunc(head, out=head)
+    y[:, vector:] = round_half_away_f32(y[:, vector:])
+    return y
+
+
 def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """TFLite's BatchQuantizeFloats on a (rows, n) float32 array: each row to int8 with its own
     scale, symmetric in [-127, 127] or asymmetric in [-128, 127] with a zero point.
 
+    Bit for bit what LiteRT runs on x86: its NEON tensor utilities (NeonSymmetricQuantizeFloats,
+    NeonAsymmetricQuantizeFloats) through NEON_2_SSE, with their float32 arithmetic and their
+    two roundings (see :func:`_round_rows_neon`).
+
     Returns (quantized as int32, float32 scale per row, int32 offset per row).
     """
     x = np.asarray(x, np.float32)
-    lo = x.min(axis=1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
-    hi = x.max(axis=1) if x.shape[1] else np.zeros(x.shape[0], np.float32)
+    rows = x.shape[0]
+    lo = x.min(axis=1) if x.shape[1] else np.zeros(rows, np.float32)
+    hi = x.max(axis=1) if x.shape[1] else np.zeros(rows, np.float32)
     if not asymmetric:
         rng = np.maximum(np.abs(lo), np.abs(hi))
         zero = rng == 0
         safe = np.where(zero, np.float32(1), rng)
         scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
         inv = (np.float32(127) / safe).astype(np.float32)
-        # Round the float32 product exactly as std::round would (hence float64 for the +0.5).
-        q = tflite_round((x * inv[:, None]).astype(np.float64))
-        q = np.clip(q, -127, 127).astype(np.int32)
+        q = _round_rows_neon(x * inv[:, None])
+        q = np.clip(q, -127, 127, out=q).astype(np.int32)
         q[zero] = 0
-        return q, scale, np.zeros(x.shape[0], np.int32)
-    # The scale and zero point are derived in double, as in AsymmetricQuantizeFloats.
-    rmin = np.minimum(lo, 0).astype(np.float64)
-    rmax = np.maximum(hi, 0).astype(np.float64)
+        return q, scale, np.zeros(rows, np.int32)
+    # NeonMinMax widens the range to hold zero; the range is a float32 difference, the scale
+    # and zero point are then derived in double.
+    rmin = np.minimum(lo, np.float32(0))
+    rmax = np.maximum(hi, np.float32(0))
     zero = rmin == rmax
-    scale64 = np.where(zero, 1.0, (rmax - rmin) / 255.0)
-    zp_from_min = -128.0 - rmin / scale64
-    zp_from_max = 127.0 - rmax / scale64
-    err_min = 128.0 + np.abs(rmin / scale64)
-    err_max = 127.0 + np.abs(rmax / scale64)
+    scale64 = np.where(zero, 1.0, (rmax - rmin).astype(np.float64) / 255.0)
+    rmin64, rmax64 = rmin.astype(np.float64), rmax.astype(np.float64)
+    zp_from_min = -128.0 - rmin64 / scale64
+    zp_from_max = 127.0 - rmax64 / scale64
+    err_min = 128.0 + np.abs(rmin64 / scale64)
+    err_max = 127.0 + np.abs(rmax64 / scale64)
     zp = np.where(err_min < err_max, zp_from_min, zp_from_max)
-    offset = np.clip(tflite_round(zp), -128, 127).astype(np.int32)
-    offset[zero] = 0
+    offset = np.where(zp <= -128, -128, np.where(zp >= 127, 127, tflite_round(zp)))
+    offset = np.where(zero, 0, offset).astype(np.int32)
     scale = scale64.astype(np.float32)
-    inv = (np.float32(1) / scale).astype(np.float32)
-    q = tflite_round((offset[:, None].astype(np.float32) + x * inv[:, None]).astype(np.float64))
-    q = np.clip(q, -128, 127).astype(np.int32)
+    inv = (1.0 / scale.astype(np.float64)).astype(np.float32)
+    q = _round_rows_neon(x * inv[:, None])
+    q += offset[:, None].astype(np.float32)  # integers: exact in float32
+    q = np.clip(q, -128, 127, out=q).astype(np.int32)
     q[zero] = 0
     return q, scale, offset
+
+
+def multiply_by_quantized_multiplier_lanes(
+    acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, vector_channels: int
+) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier over the last (channel) axis the way LiteRT's optimized
+    per-channel kernels run it on x86, where NEON code runs through NEON_2_SSE: channels below
+    ``vector_channels`` go through NEON lanes (vqrdmulh, then vrshl, whose rounding shift sends
+    halves toward +inf), the rest through the scalar reference (halves away from zero).
+
+    Both are one exact int64 expression: the rounding doubling high multiply and the rounding
+    shift fold into ``(acc * m * 2**left + offset) >> (31 + right)``, the offset carrying both
+    roundings; the reference lanes take 1 off the second rounding for negative high halves.
+    """
+    channels = acc.shape[-1]
+    shift = np.broadcast_to(np.asarray(shift, np.int64), (channels,))
+    multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), (channels,))
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    # t = acc * m * 2**left + 2**30: the high multiply rounds t / 2**31 down (halves up).
+    scaled = np.asarray(acc, np.int64) * (multiplier << left) + (np.int64(1) << 30)
+    # The rounding shift by ``right`` adds half its divisor, 2**31 * 2**(right - 1).
+    half = (np.int64(1) << 31) * ((np.int64(1) << right) >> 1)
+    tail = scaled[..., vector_channels:]
+    negative_high = tail < 0  # floor(t / 2**31) < 0 exactly when t < 0
+    scaled += half
+    tail -= (np.int64(1) << 31) * (negative_high & (right[vector_channels:] > 0))
+    scaled >>= 31 + right
+    return scaled
 
 
 def _wrap32(x: int) -> int:

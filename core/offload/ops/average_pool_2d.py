@@ -1,11 +1,18 @@
 """AVERAGE_POOL_2D: the mean over the in-bounds taps of each window; integer types round
-the integer mean half away from zero, as TFLite does."""
+the integer mean half away from zero, as TFLite does.
+
+Integer windows are summed in floating point, exact while a window's sum stays below 2**24
+(float32, every 8-bit window up to 65793 taps) or 2**53 (float64), and the rounded quotient
+``trunc((sum +- count // 2) / count)`` is exact there too: a quotient within one part in
+2**24 of a whole number is that number.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from offload.ops._pool import PoolKernel
+from offload.ops._quant import dtype_range
 from offload.ops._registry import register
 
 
@@ -17,15 +24,19 @@ class AveragePool2D(PoolKernel):
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = inputs[0]
         floating = np.issubdtype(x.dtype, np.floating)
-        acc_dtype = np.float32 if floating else np.int64
+        acc_dtype = np.float32
+        if not floating:
+            lo, hi = dtype_range(x.dtype)
+            if self.kernel_hw[0] * self.kernel_hw[1] * max(-lo, hi) >= 2**24:
+                acc_dtype = np.float64
         view, g = self.windows(x.astype(acc_dtype, copy=False), 0)
-        count = self.tap_counts(x.shape[1:3], g)
+        count = self.tap_counts(x.shape[1:3], g).astype(acc_dtype)
         total = np.zeros((x.shape[0], g.out_h, g.out_w, x.shape[3]), acc_dtype)
         for tap in self.taps(view):
             total += tap
         if floating:
-            return self.finish(total / count.astype(np.float32))
-        # (acc ± count/2) / count with C's truncating division.
-        half = count // 2
-        num = np.where(total > 0, total + half, total - half)
-        return self.finish(np.sign(num) * (np.abs(num) // count))
+            return self.finish(total / count)
+        # (acc +- count/2) / count with C's truncating division (a zero sum stays zero).
+        total += np.copysign(np.floor(count / 2), total)
+        total /= count
+        return self.finish(np.trunc(total, out=total))

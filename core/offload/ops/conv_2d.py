@@ -2,11 +2,15 @@
 
 Every path is im2col + one GEMM per group. Constant filters are reshaped to the GEMM layout
 once in setup; runtime filters (float16 models dequantize them on the fly) on every run.
+The int8/uint8 path with constant weights and bias (every int8 model) streams over chunks
+of output rows: patches cast from the integer input into a float32 work array, one exact
+float GEMM on the raw input (the zero point's share is a per-channel constant), and the
+exact float requantization of :class:`~offload.ops._conv.RuyRequantizer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,20 +19,30 @@ from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
+    ROWS_PER_CHUNK_ELEMENTS,
+    SEQUENTIAL_MAX_DEPTH,
+    IntegerGemm,
     Rounding,
+    RuyRequantizer,
     bias_is_wide,
     check_bias,
+    eigen_order_matmul,
     filter_scales,
     filter_zero_point,
     finish_quantized,
+    has_hybrid_kernels,
     im2col,
     kind_of,
     output_multipliers,
+    pad_spatial,
+    patches,
     quantize_rows,
     scale_zp,
+    scratch,
     weight_value,
 )
 from offload.ops._registry import register
+from offload.quant import activation_range_quantized
 
 if TYPE_CHECKING:
     from offload._graph import Tensor
@@ -94,7 +108,26 @@ class Conv2D(OpKernel):
             self.scales = scales if self.per_channel else scales[:1]
         elif self.kind == "quantized":
             self._setup_quantized(out_ch)
-        self.writes_into = self.kind == "float"
+        self._fast: tuple[IntegerGemm, RuyRequantizer] | None = None
+        if self.kind == "quantized" and self.w is not None and self.rounding == "ruy":
+            self._fast = self._setup_fast()
+        # The hybrid path's exact GEMM on the raw int8 input codes and its weights' column
+        # sums (the input zero point's share), for constant weights without groups.
+        self._hybrid: tuple[IntegerGemm, np.ndarray] | None = None
+        if self.kind == "hybrid" and self.w is not None and self.groups == 1:
+            column_sums = np.rint(self.w[0].sum(axis=0))
+            self._hybrid = (IntegerGemm(np.int8, self.w[0]), column_sums)
+        # In a dynamic-range model, small float convolutions sum in LiteRT's order.
+        self._sequential = (
+            self.kind == "float"
+            and self.w is not None
+            and self.groups == 1
+            and self.w.shape[1] <= SEQUENTIAL_MAX_DEPTH
+            and has_hybrid_kernels(self.subgraph)
+        )
+        self.writes_into = (
+            self.kind == "float" or self._fast is not None or self._hybrid is not None
+        )
         self._bias_const = self.constant(2) if len(self.inputs) > 2 else None
         # The constant bias tiled to one output row (OW*C), for the latest output shape.
         self._bias_row: tuple[tuple[int, ...], np.ndarray] | None = None
@@ -113,6 +146,67 @@ class Conv2D(OpKernel):
                 self.rounding = "wide"
             elif self.x_zp or scale_zp(out)[1] or np.any(self.w_zp):
                 self.rounding = "double"
+
+    def _setup_fast(self) -> tuple[IntegerGemm, RuyRequantizer] | None:
+        """The exact GEMM and requantizer of the float path, or None where it does not
+        apply (a runtime bias, or a multiplier it cannot hold exactly)."""
+        x, out = self.inputs[0], self.outputs[0]
+        bias = np.zeros(self.w.shape[2], np.int64)
+        if self._bias_tensor() is not None:
+            bias = self.constant(2)
+            if bias is None:
+                return None
+        w = self.w[0]  # (K, Cout) float64, weight zero point already subtracted
+        # sum (x - zx) * w + bias = sum x * w + (bias - zx * sum w): the GEMM reads the raw
+        # input, padded with the zero point, and the rest is a per-channel constant.
+        column_sums = np.rint(w.sum(axis=0)).astype(np.int64)
+        offset = np.asarray(bias, np.int64).ravel() - self.x_zp * column_sums
+        clamp = activation_range_quantized(self.activation or "NONE", out.quantization, out.dtype)
+        requantizer = RuyRequantizer.build(
+            self.mult, self.shift, offset, scale_zp(out)[1], clamp, out.dtype
+        )
+        if requantizer is None:
+            return None
+        return IntegerGemm(x.dtype, w), requantizer
+
+    def _patch_rows(
+        self,
+        x: np.ndarray,
+        g: Geometry,
+        shape: Shape,
+        pad_value: int,
+        dtype: type,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(first output row, patch rows cast to ``dtype``) chunk by chunk of whole output
+        lines; the rows live in a per-thread work array, valid until the next chunk."""
+        n, oh, ow, cout = shape
+        if self.kernel_hw == (1, 1) and self.stride == (1, 1) and (oh, ow) == x.shape[1:3]:
+            source = x.reshape(n, oh, ow, 1, 1, -1)  # a pointwise conv reads the input as is
+        else:
+            source = patches(
+                pad_spatial(x, g, pad_value), g, self.kernel_hw, self.stride, self.dilation
+            )
+        depth = source.shape[3] * source.shape[4] * source.shape[5]
+        # Enough rows for an efficient GEMM, few enough to stay in cache.
+        lines = max(ROWS_PER_CHUNK_ELEMENTS // (ow * max(depth, cout)), -(-256 // ow), 1)
+        for b in range(n):
+            for top in range(0, oh, lines):
+                window = source[b, top : top + lines]
+                count = window.shape[0] * ow
+                cols = scratch("conv_cols", count * depth, dtype)
+                np.copyto(cols.reshape(window.shape), window)
+                yield (b * oh + top) * ow, cols.reshape(count, depth)
+
+    def _run_fast(self, x: np.ndarray, g: Geometry, shape: Shape, out: np.ndarray | None):
+        """The exact float path, chunk by chunk of output rows (see the module docstring)."""
+        gemm, requantize = self._fast
+        result = out if self.fits(out, shape, self.outputs[0].dtype) else None
+        if result is None:
+            result = np.empty(shape, self.outputs[0].dtype)
+        flat = result.reshape(-1, shape[3])
+        for row, cols in self._patch_rows(x, g, shape, self.x_zp, gemm.dtype):
+            requantize(gemm(cols), flat[row : row + cols.shape[0]], block=shape[2])
+        return result
 
     def _bias_tensor(self) -> Tensor | None:
         return self.inputs[2] if len(self.inputs) > 2 else None
@@ -155,17 +249,28 @@ class Conv2D(OpKernel):
         g, shape = conv_shape(x.shape, self.filter_shape, self.padding, self.stride, self.dilation)
         if self.kind == "float":
             cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride, self.dilation)
-            if self.groups == 1 and self.fits(out, shape, np.dtype(np.float32)):
-                assert out is not None
-                result = out
-                np.matmul(cols, w[0], out=out.reshape(cols.shape[0], shape[3]))
+            if self.groups == 1 and (self._sequential or self.fits(out, shape, np.float32)):
+                fits = self.fits(out, shape, np.dtype(np.float32))
+                result = out if fits else np.empty(shape, np.float32)
+                flat = result.reshape(cols.shape[0], shape[3])
+                # Eigen computes a single output pixel or channel as a matrix-vector product
+                # and tiny products coefficient-wise, in other orders: BLAS there.
+                tiny = sum(cols.shape) + flat.shape[1] < 20
+                if self._sequential and min(flat.shape) > 1 and not tiny:
+                    eigen_order_matmul(cols, w[0], flat)
+                else:
+                    np.matmul(cols, w[0], out=flat)
             else:
                 result = self._gemm(cols, w).reshape(shape)
             if bias is not None:
                 self._add_bias(result, bias)
             return apply_fused_activation(result, self.activation)
+        if self._hybrid is not None:
+            return self._run_hybrid_fast(x, bias, g, shape, out)
         if self.kind == "hybrid":
             return self._run_hybrid(x, w, bias, g, shape)
+        if self._fast is not None:
+            return self._run_fast(x, g, shape, out)
         xf = x.astype(np.float64) - self.x_zp
         acc = np.rint(self._gemm(im2col(xf, g, self.kernel_hw, self.stride, self.dilation), w))
         acc = acc.astype(np.int64)
@@ -175,6 +280,52 @@ class Conv2D(OpKernel):
             acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
         )
         return out.reshape(shape)
+
+    def _run_hybrid_fast(
+        self,
+        x: np.ndarray,
+        bias: np.ndarray | None,
+        g: Geometry,
+        shape: Shape,
+        out: np.ndarray | None,
+    ) -> np.ndarray:
+        """The hybrid kernel with an exact float32 GEMM on the int8 codes, chunked.
+
+        LiteRT converts each int32 accumulator to float once, then scales and adds the bias
+        in float32. Here the codes' GEMM is exact; less the zero point's share (an exact
+        float32 too: |zero point * column sum| is under the GEMM's own bound) the result is
+        rounded once, as the int32 -> float conversion rounds; the float32 steps follow."""
+        gemm, column_sums = self._hybrid
+        n, _, ow, cout = shape
+        codes, in_scale, zero_points = quantize_rows(x.reshape(n, -1), asymmetric=self.per_channel)
+        codes = codes.astype(np.int8).reshape(x.shape)
+        result = out if self.fits(out, shape, np.dtype(np.float32)) else None
+        if result is None:
+            result = np.empty(shape, np.float32)
+        flat = result.reshape(-1, cout)
+        rows_per_batch = shape[1] * ow
+        bias_row = None if bias is None else np.tile(np.asarray(bias, np.float32).ravel(), ow)
+        for b in range(n):
+            # One float32 scale per channel: the input scale folded into the filter's first.
+            scale = (self.scales * in_scale[b]).astype(np.float32)
+            scale = np.tile(np.broadcast_to(scale, (cout,)), ow)
+            share = column_sums * float(zero_points[b])
+            share_row = np.tile(share.astype(gemm.acc_dtype), ow)
+            first = b * rows_per_batch
+            batch_shape = (1, *shape[1:])
+            for row, cols in self._patch_rows(
+                codes[b : b + 1], g, batch_shape, int(zero_points[b]), gemm.dtype
+            ):
+                acc = gemm(cols)
+                dst = flat[first + row : first + row + cols.shape[0]]
+                lines = (-1, ow * cout)
+                if zero_points[b]:
+                    np.subtract(acc.reshape(lines), share_row, out=acc.reshape(lines))
+                np.copyto(dst, acc)  # float64 sums: the one rounding to float32
+                np.multiply(dst.reshape(lines), scale, out=dst.reshape(lines))
+                if bias_row is not None:
+                    np.add(dst.reshape(lines), bias_row, out=dst.reshape(lines))
+        return apply_fused_activation(result, self.activation)
 
     def _run_hybrid(self, x, w, bias, g, shape) -> np.ndarray:
         n = x.shape[0]

@@ -1,10 +1,26 @@
 """DEPTHWISE_CONV_2D: each input channel c convolved with its own depth_multiplier filters,
 output channel c * multiplier + m; float, hybrid, int8/uint8 and 16x8.
 
-The work is a loop over the KH*KW filter taps, each a vectorised multiply-add over the
-whole output, in tap order. The float path with constant weights (every float model) runs
-on per-shape buffers laid out so that each tap is a few long contiguous passes; see
-:class:`_FloatPlan`.
+Every type runs the same loop over the KH*KW filter taps, each a vectorised multiply-add over
+the whole output, in tap order, on per-shape buffers laid out so that each tap is a few long
+contiguous passes (:class:`_TapPlan`). Integer types accumulate ``(x - x_zp) * (w - w_zp)``
+in floating point, exact while every partial sum stays below 2**24 (float32) or 2**53 (float64),
+and the accumulator dtype is chosen from that bound once.
+
+The arithmetic is the kernel LiteRT's builtin resolver runs on x86, optimized_ops with its NEON
+code compiled through NEON_2_SSE, bit for bit:
+
+- float (depthwiseconv_float.h): the accumulator starts at the bias, then each tap's product
+  is added, a float32 multiply and a float32 add (no fused multiply-add), taps row by row;
+- hybrid (depthwise_conv_hybrid.h): the input quantized per batch (``quantize_rows``), exact
+  integer sums, then ``acc * filter_scale * input_scale + bias`` in float32, multiplied in that
+  order in NEON lanes of 4 channels and as ``acc * input_scale * filter_scale`` in the channels
+  left over;
+- int8 per channel (integer_ops/depthwise_conv.h): exact sums plus bias, requantized 8 channels
+  at a time in NEON lanes and the rest by the scalar reference, which round halves differently
+  (:func:`multiply_by_quantized_multiplier_lanes`);
+- uint8 per tensor (depthwiseconv_uint8.h): its NEON lanes round as the reference does;
+- int16 x int8: the reference kernel's int64 arithmetic.
 """
 
 from __future__ import annotations
@@ -24,12 +40,22 @@ from offload.ops._conv import (
     finish_quantized,
     kind_of,
     output_multipliers,
-    pad_spatial,
-    quantize_rows,
     scale_zp,
     weight_value,
 )
+from offload.ops._quant import (
+    activation_range_quantized,
+    dtype_range,
+    multiply_by_quantized_multiplier_lanes,
+    quantize_rows,
+)
 from offload.ops._registry import register
+
+# Output channels LiteRT's kernels handle per NEON vector before their scalar leftover loop.
+_INT8_REQUANTIZE_LANES = 8
+_HYBRID_SCALE_LANES = 4
+# Size of the int64 buffer the int8 requantization works through, a block of rows at a time.
+_REQUANTIZE_BLOCK_BYTES = 256 * 1024
 
 
 def depthwise_shape(
@@ -56,22 +82,25 @@ def depthwise_shape(
 
 
 @dataclass
-class _FloatPlan:
-    """Buffers of the float path for one input shape, built at setup (or on a resize).
+class _TapPlan:
+    """Buffers for one input shape, built at setup (or on a resize).
 
     numpy multiplies an (..., C) array by a (C,) weight vector one C-long row at a time, which
     is several times slower than a contiguous pass when C is a few dozen channels. So the
     padded input lives in persistent buffers, one per column phase of the width stride (all
     columns congruent modulo stride_w), in which every tap's output rows are contiguous runs
-    of OW*C values; weights and bias are tiled to that length once. Padding stays zero from
-    allocation: only the interior is rewritten on each run.
+    of OW*C*M values; weights are tiled to that length once. A multiplier M > 1 repeats each
+    input channel M times as the buffers are filled. Padding stays zero from allocation (zero
+    in ``x - x_zp`` terms for integer inputs): only the interior is rewritten on each run.
     """
 
-    fills: list[tuple[np.ndarray, slice]]  # (interior of a phase buffer, its input columns)
-    taps: list[np.ndarray]  # (N, OH, OW*C) read-only views into the phases, in filter order
-    weights: np.ndarray  # (KH*KW, OW*C)
-    bias: np.ndarray | None  # (OW*C,) when the bias is constant
-    scratch: np.ndarray  # (N, OH, OW*C)
+    fills: list[tuple[np.ndarray, slice]]  # (N, H, cols, C, M) interior of a phase, its columns
+    taps: list[np.ndarray]  # (N, OH, OW*C*M) read-only views into the phases, in filter order
+    weights: np.ndarray | None  # (KH*KW, OW*C*M) when the filter is constant
+    rows: dict[str, np.ndarray]  # per-channel constants tiled to OW*C*M (bias, filter scales)
+    acc: np.ndarray  # (N, OH, OW*C*M) accumulator, when the output array cannot serve as one
+    scratch: np.ndarray  # (N, OH, OW*C*M)
+    wide: np.ndarray | None  # (1, rows, OW*C*M) int64, for the int8 requantization
     out_shape: Shape
 
 
@@ -79,6 +108,7 @@ class _FloatPlan:
 class DepthwiseConv2D(OpKernel):
     op = "DEPTHWISE_CONV_2D"
     max_version = 7
+    writes_into = True
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
@@ -94,79 +124,95 @@ class DepthwiseConv2D(OpKernel):
         self.filter_shape = tuple(f.shape)
         self.kernel_hw = (f.shape[1], f.shape[2])
         self.kind = kind_of(x, f)
+        self.out_dtype = np.dtype(out.dtype)
+        out_ch = f.shape[3]
         self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
         weights = weight_value(self, 1)
         self.w = None if weights is None else self._tap_weights(weights)
-        out_ch = f.shape[3]
+        bias = self.constant(2) if len(self.inputs) > 2 else None
+        self.bias = None if bias is None else np.asarray(bias)
+        self.acc_dtype = np.dtype(np.float32)
+        self.vector_channels = 0
         if self.kind == "hybrid":
             self.scales = filter_scales(f, out_ch)
+            self.acc_dtype = self._exact_dtype(255, weights)
         elif self.kind == "quantized":
             in_scale, self.x_zp = scale_zp(x)
+            lo, hi = dtype_range(x.dtype)
+            self.acc_dtype = self._exact_dtype(max(self.x_zp - lo, hi - self.x_zp), weights)
             self.mult, self.shift = output_multipliers(
                 in_scale, f.quantization, scale_zp(out)[0], out_ch
             )
-            # The int16 kernel accumulates in int64 with an int64 bias.
-            self.rounding = "wide" if x.dtype == np.int16 else "double"
+            _, self.out_zp = scale_zp(out)
+            if out.quantization is None:
+                self.clamp = dtype_range(out.dtype)
+            else:
+                self.clamp = activation_range_quantized(
+                    self.activation or "NONE", out.quantization, out.dtype
+                )
+            # int8 requantizes per channel in NEON lanes of 8 with a scalar remainder; the
+            # uint8 kernel's lanes round like the reference; int16 runs the reference in int64.
+            per_channel = x.dtype == np.int8
+            self.vector_channels = out_ch // _INT8_REQUANTIZE_LANES * _INT8_REQUANTIZE_LANES
+            self.vector_channels = self.vector_channels if per_channel else 0
+        # int8 with NEON lanes: requantized in int64 passes over row blocks (_requantize_lanes).
+        self._lane_requantized = self.kind == "quantized" and self.vector_channels > 0
         # One plan, for the latest input shape: a resize replaces it rather than adding one.
-        self._plan: tuple[tuple[int, ...], _FloatPlan] | None = None
-        self._fast = self.kind == "float" and self.w is not None and out_ch == x.shape[3]
-        self.writes_into = self._fast
-        if self._fast and len(x.shape) == 4 and all(d > 0 for d in x.shape):
+        self._plan: tuple[tuple[int, ...], _TapPlan | None] | None = None
+        if len(x.shape) == 4 and all(d > 0 for d in x.shape):
             # Built here, at allocate_tensors, for the model's shape; a resized input
             # rebuilds it on the first run with the new shape.
-            self._plan = (tuple(x.shape), self._float_plan(tuple(x.shape)))
+            self._plan = (tuple(x.shape), self._tap_plan(tuple(x.shape)))
+
+    def _exact_dtype(self, input_magnitude: int, weights: np.ndarray | None) -> np.dtype:
+        """float32 when no partial sum of integer products can reach 2**24, else float64."""
+        kh, kw = self.kernel_hw
+        if weights is None:
+            weight_magnitude = 255
+        else:
+            weight_magnitude = int(np.max(np.abs(np.asarray(weights, np.int64) - self.w_zp)))
+        bound = kh * kw * input_magnitude * weight_magnitude
+        return np.dtype(np.float32 if bound < 2**24 else np.float64)
 
     def _shape(self, x_shape: Shape) -> tuple[Geometry, Shape]:
         return depthwise_shape(x_shape, self.filter_shape, self.padding, self.stride, self.dilation)
 
     def _tap_weights(self, w: np.ndarray) -> np.ndarray:
-        """(1, KH, KW, C*M) -> (KH, KW, C*M) in the arithmetic's dtype, zero point removed."""
+        """(1, KH, KW, C*M) -> (KH, KW, C*M): floats, or integers less their zero point."""
         if self.kind == "float":
             return np.asarray(w, np.float32)[0]
         return (np.asarray(w, np.int64) - self.w_zp)[0]
 
-    def _accumulate(self, x: np.ndarray, g: Geometry, w: np.ndarray, acc: np.ndarray) -> None:
-        """acc (N, OH, OW, C*M) += each tap's strided slice of padded x times its weights."""
-        multiplier = acc.shape[3] // x.shape[3]
-        if multiplier > 1:
-            # Repeat channels so every array keeps C*M as its innermost, contiguous axis.
-            x = np.repeat(x, multiplier, axis=3)
-        (sh, sw), (dh, dw) = self.stride, self.dilation
-        tmp = np.empty_like(acc)
-        first = True
-        for ky in range(self.kernel_hw[0]):
-            for kx in range(self.kernel_hw[1]):
-                tap = x[
-                    :,
-                    ky * dh : ky * dh + (g.out_h - 1) * sh + 1 : sh,
-                    kx * dw : kx * dw + (g.out_w - 1) * sw + 1 : sw,
-                ]
-                # The first tap writes the accumulator directly: one pass fewer per call.
-                np.multiply(tap, w[ky, kx], out=acc if first else tmp)
-                if not first:
-                    acc += tmp
-                first = False
+    def _tiled(self, w: np.ndarray, out_w: int) -> np.ndarray:
+        """(KH, KW, C*M) tap weights -> (KH*KW, OW*C*M) in the accumulator's dtype."""
+        kh, kw, cm = w.shape
+        tiled = np.tile(w.reshape(kh * kw, 1, cm).astype(self.acc_dtype), (1, out_w, 1))
+        return tiled.reshape(kh * kw, out_w * cm)
 
-    def _float_plan(self, shape: tuple[int, ...]) -> _FloatPlan:
-        assert self.w is not None
+    def _tap_plan(self, shape: tuple[int, ...]) -> _TapPlan | None:
         n, h, wd, c = shape
         (sh, sw), (dh, dw) = self.stride, self.dilation
         kh, kw = self.kernel_hw
         g, out_shape = self._shape(shape)
+        if 0 in out_shape:
+            return None
+        cm = out_shape[3]
+        multiplier = cm // c
         padded_h = g.pad_top + h + g.pad_bottom
         padded_w = g.pad_left + wd + g.pad_right
         phases, fills = [], []
         for phase in range(sw):
-            buf = np.zeros((n, padded_h, len(range(phase, padded_w, sw)), c), np.float32)
+            cols = len(range(phase, padded_w, sw))
+            buf = np.zeros((n, padded_h, cols, c, multiplier), self.acc_dtype)
             first = (phase - g.pad_left) % sw  # the first input column that lands here
             count = len(range(first, wd, sw))
             col = (first + g.pad_left - phase) // sw
             if count:
                 interior = buf[:, g.pad_top : g.pad_top + h, col : col + count]
                 fills.append((interior, slice(first, wd, sw)))
-            phases.append(buf)
+            phases.append(buf.reshape(n, padded_h, cols, cm))
         taps = []
-        itemsize = np.dtype(np.float32).itemsize
+        itemsize = self.acc_dtype.itemsize
         for ky in range(kh):
             for kx in range(kw):
                 buf = phases[(kx * dw) % sw]
@@ -174,74 +220,194 @@ class DepthwiseConv2D(OpKernel):
                 taps.append(
                     np.lib.stride_tricks.as_strided(
                         start,
-                        (n, g.out_h, g.out_w * c),
+                        (n, g.out_h, g.out_w * cm),
                         (buf.strides[0], buf.strides[1] * sh, itemsize),
                         writeable=False,
                     )
                 )
-        weights = np.tile(self.w.reshape(kh * kw, 1, c), (1, g.out_w, 1))
-        bias = self.constant(2) if len(self.inputs) > 2 else None
-        return _FloatPlan(
+        flat = (n, g.out_h, g.out_w * cm)
+        return _TapPlan(
             fills=fills,
             taps=taps,
-            weights=weights.reshape(kh * kw, g.out_w * c),
-            bias=None if bias is None else np.tile(np.asarray(bias, np.float32), g.out_w),
-            scratch=np.empty((n, g.out_h, g.out_w * c), np.float32),
+            weights=None if self.w is None else self._tiled(self.w, g.out_w),
+            rows=self._rows(g.out_w),
+            acc=np.empty(flat, self.acc_dtype),
+            scratch=np.empty(flat, self.acc_dtype),
+            wide=self._wide_buffer(flat) if self._lane_requantized else None,
             out_shape=out_shape,
         )
 
-    def _run_float_plan(
-        self, x: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None
-    ) -> np.ndarray:
-        if self._plan is None or self._plan[0] != x.shape:
-            self._plan = (x.shape, self._float_plan(x.shape))
-        plan = self._plan[1]
+    @staticmethod
+    def _wide_buffer(flat: tuple[int, int, int]) -> np.ndarray:
+        """(1, rows, OW*C*M) int64: as many output rows as fit in about 256 KiB, at least one."""
+        rows = max(1, min(flat[1], _REQUANTIZE_BLOCK_BYTES // (8 * flat[2])))
+        return np.empty((1, rows, flat[2]), np.int64)
+
+    def _rows(self, out_w: int) -> dict[str, np.ndarray]:
+        """Per-channel constants tiled over the output width, so that they apply in long
+        contiguous passes rather than one C-long row at a time."""
+        rows = {}
+        if self.kind != "quantized" and self.bias is not None:
+            rows["bias"] = np.tile(np.asarray(self.bias, np.float32), out_w)
+        if self.kind == "hybrid":
+            rows["scales"] = np.tile(self.scales, out_w)
+        if self._lane_requantized:
+            left = np.maximum(self.shift, 0)
+            rows["multiplier"] = np.tile(self.mult.astype(np.int64) << left, out_w)
+            rows["shift"] = np.tile(31 + np.maximum(-self.shift, 0), out_w)
+            if self.bias is not None:
+                rows["offset"] = np.tile(self._requantize_offset(self.bias), out_w)
+        return rows
+
+    def _requantize_offset(self, bias: np.ndarray | None) -> np.ndarray:
+        """Per channel, what :func:`multiply_by_quantized_multiplier_lanes` adds before its
+        shift in NEON lanes (2**30, then half the shift's divisor), plus the bias times the
+        multiplier: ``(acc + bias) * m`` is ``acc * m + bias * m``."""
+        right = np.maximum(-self.shift, 0)
+        offset = (np.int64(1) << 30) + (np.int64(1) << 31) * ((np.int64(1) << right) >> 1)
+        if bias is not None:
+            left = np.maximum(self.shift, 0)
+            offset = offset + np.asarray(bias, np.int64) * (self.mult.astype(np.int64) << left)
+        return offset
+
+    def _fill(self, plan: _TapPlan, x: np.ndarray, less: np.ndarray | int | None) -> None:
+        """Write x (less its zero point or per-batch offset) into the phase buffers' interiors,
+        each input channel repeated over the multiplier axis."""
         for interior, columns in plan.fills:
-            np.copyto(interior, x[:, :, columns])
-        if self.fits(out, plan.out_shape, np.dtype(np.float32)):
-            assert out is not None
-            acc = out.reshape(plan.scratch.shape)
-        else:
-            acc = np.empty(plan.scratch.shape, np.float32)
-        np.multiply(plan.taps[0], plan.weights[0], out=acc)
-        for tap, weights in zip(plan.taps[1:], plan.weights[1:]):
-            np.multiply(tap, weights, out=plan.scratch)
+            source = x[:, :, columns, :, None]
+            if less is None:
+                np.copyto(interior, source)
+            else:
+                np.subtract(source, less, out=interior, dtype=self.acc_dtype)
+
+    def _accumulate(
+        self, plan: _TapPlan, weights: np.ndarray, acc: np.ndarray, bias_row: np.ndarray | None
+    ) -> None:
+        """acc = [bias +] sum over taps of tap * weight, in filter order. LiteRT starts its
+        accumulator at the bias; adding it second instead is the same float addition."""
+        np.multiply(plan.taps[0], weights[0], out=acc)
+        if bias_row is not None:
+            acc += bias_row
+        for tap, w in zip(plan.taps[1:], weights[1:]):
+            np.multiply(tap, w, out=plan.scratch)
             acc += plan.scratch
-        out = acc.reshape(plan.out_shape)
-        if plan.bias is not None:
-            acc += plan.bias  # TFLite adds the bias after the taps
-        elif bias is not None:
-            out += bias
-        return apply_fused_activation(out, self.activation)
 
     def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         x, f = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
-        if self._fast and x.dtype == np.float32:
-            return self._run_float_plan(x, bias, out)
-        w = self.w if self.w is not None else self._tap_weights(f)
-        n = x.shape[0]
-        g, shape = self._shape(x.shape)
+        shape = tuple(x.shape)
+        if self._plan is None or self._plan[0] != shape:
+            self._plan = (shape, self._tap_plan(shape))
+        plan = self._plan[1]
+        if plan is None:
+            return np.zeros(self._shape(shape)[1], self.out_dtype)
+        n, out_h, out_w, cm = plan.out_shape
+        weights = plan.weights
+        if weights is None:
+            weights = self._tiled(self._tap_weights(f), out_w)
+        writable = self.kind != "quantized" and self.fits(out, plan.out_shape, self.out_dtype)
+        acc = out.reshape(plan.acc.shape) if writable and out is not None else plan.acc
+
         if self.kind == "float":
-            acc = np.empty(shape, np.float32)
-            self._accumulate(pad_spatial(np.asarray(x, np.float32), g), g, w, acc)
-            if bias is not None:
-                acc += bias  # TFLite adds the bias after the taps
-            return apply_fused_activation(acc, self.activation)
+            self._fill(plan, x, None)
+            bias_row = plan.rows.get("bias")
+            if bias_row is None and bias is not None:  # a runtime bias
+                bias_row = np.tile(np.asarray(bias, np.float32), out_w)
+            self._accumulate(plan, weights, acc, bias_row)
+            return apply_fused_activation(acc.reshape(plan.out_shape), self.activation)
+
         if self.kind == "hybrid":
             q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-            xs = q.reshape(x.shape).astype(np.int64) - offset.reshape(-1, 1, 1, 1)
-        else:
-            xs = x.astype(np.int64) - self.x_zp
-        acc = np.zeros(shape, np.int64)
-        self._accumulate(pad_spatial(xs, g), g, w, acc)
-        if self.kind == "hybrid":
-            out = acc.astype(np.float32) * in_scale[:, None, None, None] * self.scales
+            self._fill(plan, q.reshape(shape), offset.reshape(n, 1, 1, 1, 1))
+            self._accumulate(plan, weights, acc, None)
+            return self._finish_hybrid(acc, in_scale, bias, plan)
+
+        self._fill(plan, x, self.x_zp)
+        self._accumulate(plan, weights, acc, None)
+        if self._lane_requantized:
+            return self._requantize_lanes(acc, bias, plan, out)
+        return self._finish_quantized(acc.reshape(plan.out_shape), bias, out)
+
+    def _finish_hybrid(
+        self, acc: np.ndarray, in_scale: np.ndarray, bias: np.ndarray | None, plan: _TapPlan
+    ) -> np.ndarray:
+        """Integer sums -> float32 outputs, multiplied in the order of LiteRT's lanes."""
+        out_shape = plan.out_shape
+        n, cm = out_shape[0], out_shape[3]
+        if acc.dtype != np.float32:
+            acc = acc.astype(np.float32)  # vcvtq_f32_s32: to nearest, as float64 -> float32
+        result = acc.reshape(out_shape)
+        lanes = cm // _HYBRID_SCALE_LANES * _HYBRID_SCALE_LANES
+        leftover = result[..., lanes:].copy() if lanes < cm else None
+        acc *= plan.rows["scales"]
+        acc *= in_scale.reshape(n, 1, 1)
+        if leftover is not None:
+            leftover *= in_scale.reshape(n, 1, 1, 1)
+            leftover *= self.scales[lanes:]
+            result[..., lanes:] = leftover
+        if "bias" in plan.rows:
+            acc += plan.rows["bias"]
+        elif bias is not None:
+            result += np.asarray(bias, np.float32)
+        return apply_fused_activation(result, self.activation)
+
+    def _requantize_lanes(
+        self, acc: np.ndarray, bias: np.ndarray | None, plan: _TapPlan, out: np.ndarray | None
+    ) -> np.ndarray:
+        """int8 per channel: every channel as a NEON lane, with the bias folded into the
+        offset, a block of output rows at a time through one small int64 buffer (it stays in
+        cache across the passes); then the channels LiteRT leaves to its scalar loop (fewer
+        than 8) are redone with the reference rounding."""
+        rows, wide = plan.rows, plan.wide
+        assert wide is not None
+        offset = rows.get("offset")
+        if offset is None:  # a runtime bias, or none
+            offset = np.tile(self._requantize_offset(bias), plan.out_shape[2])
+        lo, hi = self.clamp
+        result = out if self.fits(out, plan.out_shape, self.out_dtype) else None
+        if result is None:
+            result = np.empty(plan.out_shape, self.out_dtype)
+        assert result is not None
+        flat = result.reshape(acc.shape)
+        block = wide.shape[1]
+        for b in range(acc.shape[0]):
+            for r0 in range(0, acc.shape[1], block):
+                src = acc[b, r0 : r0 + block]
+                buf = wide[0, : len(src)]
+                np.copyto(buf, src, casting="unsafe")  # exact integers
+                buf *= rows["multiplier"]
+                buf += offset
+                buf >>= rows["shift"]
+                np.clip(buf, lo - self.out_zp, hi - self.out_zp, out=buf)
+                np.copyto(flat[b, r0 : r0 + block], buf, casting="unsafe")
+        flat += self.out_zp  # in range after the clip: no wrap-around
+        v = self.vector_channels
+        if v < plan.out_shape[3]:
+            tail = acc.reshape(plan.out_shape)[..., v:].astype(np.int64)
             if bias is not None:
-                out += bias
-            return apply_fused_activation(out, self.activation)
+                tail += np.asarray(bias, np.int64)[v:]
+            scaled = multiply_by_quantized_multiplier_lanes(tail, self.mult[v:], self.shift[v:], 0)
+            result[..., v:] = np.clip(scaled + self.out_zp, lo, hi)
+        return result
+
+    def _finish_quantized(
+        self, acc: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None
+    ) -> np.ndarray:
+        """Exact sums (+ bias) -> output integers through the requantization LiteRT runs."""
+        total = acc.astype(np.int64)
         if bias is not None:
-            acc += bias.astype(np.int64)
-        return finish_quantized(
-            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
+            total += np.asarray(bias, np.int64)
+        if self.inputs[0].dtype == np.int16:
+            return finish_quantized(
+                total, self.mult, self.shift, self.outputs[0], self.activation, "wide"
+            )
+        scaled = multiply_by_quantized_multiplier_lanes(
+            total, self.mult, self.shift, self.vector_channels
         )
+        scaled += self.out_zp
+        np.clip(scaled, *self.clamp, out=scaled)
+        if self.fits(out, acc.shape, self.out_dtype):
+            assert out is not None
+            np.copyto(out, scaled, casting="unsafe")
+            return out
+        return scaled.astype(self.out_dtype)

@@ -1,5 +1,9 @@
 """FULLY_CONNECTED: output = input rows @ weights(O, K).T + bias; float, hybrid (symmetric or
-asymmetric per-row input quantization), int8/uint8 and 16x8, per-tensor or per-channel."""
+asymmetric per-row input quantization), int8/uint8 and 16x8, per-tensor or per-channel.
+
+With constant weights and bias, int8/uint8 runs one exact float GEMM on the raw input (the
+input zero point's share is a per-channel constant) and requantizes in float64 where that is
+exact (:class:`~offload.ops._conv.RuyRequantizer`)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
+    IntegerGemm,
     Rounding,
+    RuyRequantizer,
     bias_is_wide,
     filter_scales,
     filter_zero_point,
@@ -22,9 +28,11 @@ from offload.ops._conv import (
     quantize_rows,
     real_multipliers,
     scale_zp,
+    scratch,
     weight_value,
 )
 from offload.ops._registry import register
+from offload.quant import activation_range_quantized
 
 
 def fc_shape(x: Shape, weights: Shape, keep_num_dims: bool) -> Shape:
@@ -108,6 +116,30 @@ class FullyConnected(OpKernel):
             if x.dtype == np.int16 and (wide or self.x_zp or scale_zp(out)[1]):
                 self.rounding = "real"
                 self.mult = real_multipliers(in_scale, f.quantization, scale_zp(out)[0], self.units)
+        self._fast = self._setup_fast() if self.kind == "quantized" else None
+        self._hybrid: tuple[IntegerGemm, np.ndarray] | None = None
+        if self.kind == "hybrid" and self.w is not None:
+            self._hybrid = (IntegerGemm(np.int8, self.w), np.rint(self.w.sum(axis=0)))
+
+    def _setup_fast(self) -> tuple[IntegerGemm, RuyRequantizer] | None:
+        """The exact float path's GEMM weights and requantizer, or None where it does not
+        apply (runtime weights or bias, ruy not LiteRT's rounding, or not provably exact)."""
+        x, out = self.inputs[0], self.outputs[0]
+        if self.w is None or self.rounding != "ruy":
+            return None
+        bias = np.zeros(self.units, np.int64)
+        if len(self.inputs) > 2 and self.inputs[2] is not None:
+            bias = self.constant(2)
+            if bias is None:
+                return None
+        # sum (x - zx) * w + bias = sum x * w + (bias - zx * sum w)
+        column_sums = np.rint(self.w.sum(axis=0)).astype(np.int64)
+        offset = np.asarray(bias, np.int64).ravel() - self.x_zp * column_sums
+        clamp = activation_range_quantized(self.activation, out.quantization, out.dtype)
+        requantizer = RuyRequantizer.build(
+            self.mult, self.shift, offset, scale_zp(out)[1], clamp, out.dtype
+        )
+        return None if requantizer is None else (IntegerGemm(x.dtype, self.w), requantizer)
 
     def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
         """(O, K) -> contiguous (K, O): float32, or float64 without its zero point."""
@@ -131,6 +163,11 @@ class FullyConnected(OpKernel):
             return apply_fused_activation(out.reshape(shape), self.activation)
         if self.kind == "hybrid":
             return self._run_hybrid(rows, w, bias).reshape(shape)
+        if self._fast is not None:
+            gemm, requantize = self._fast
+            cols = scratch("fc_rows", rows.size, gemm.dtype).reshape(rows.shape)
+            np.copyto(cols, rows)
+            return requantize(gemm(cols), np.empty(shape, self.outputs[0].dtype))
         acc = np.rint((rows.astype(np.float64) - self.x_zp) @ w).astype(np.int64)
         if bias is not None:
             acc += bias.astype(np.int64)
@@ -141,8 +178,18 @@ class FullyConnected(OpKernel):
 
     def _run_hybrid(self, rows: np.ndarray, w: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
         q, in_scale, offset = quantize_rows(rows, self.asymmetric)
-        # Exact int32 dot products, less row_sum * offset for asymmetric inputs.
-        acc = np.rint((q.astype(np.float64) - offset[:, None]) @ w).astype(np.float32)
+        if self._hybrid is not None:
+            # The codes' exact GEMM less each row's zero point times the column sums, rounded
+            # once to float32 as LiteRT converts its int32 accumulators (both terms are exact
+            # in the GEMM's type, so a float32 subtraction rounds the exact difference).
+            gemm, column_sums = self._hybrid
+            acc = gemm(q.astype(gemm.dtype))
+            if np.any(offset):
+                acc -= offset[:, None].astype(acc.dtype) * column_sums.astype(acc.dtype)
+            acc = acc.astype(np.float32)
+        else:
+            # Exact int32 dot products, less row_sum * offset for asymmetric inputs.
+            acc = np.rint((q.astype(np.float64) - offset[:, None]) @ w).astype(np.float32)
         if self.per_channel:
             scale = (in_scale[:, None] * self.scales[None, :]).astype(np.float32)
         else:

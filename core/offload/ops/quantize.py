@@ -1,6 +1,11 @@
-"""QUANTIZE: float32 -> int8/uint8/int16 (round half away from zero, per tensor or per
-channel), or requantize an integer tensor to another scale/zero point/type with TFLite's
-fixed-point multiplier."""
+"""QUANTIZE: float32 -> int8/uint8/int16 (per tensor or per channel), or requantize an integer
+tensor to another scale/zero point/type with TFLite's fixed-point multiplier.
+
+Per tensor, LiteRT's optimized AffineQuantize runs on x86 as its NEON code through NEON_2_SSE:
+blocks of 8 as ``x * float32(1 / scale)`` rounded to nearest even, the tail one by one as
+``round(x / scale)`` in double, halves away from zero. Per channel it runs the reference, the
+rule of :func:`offload.quant.quantize`.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,38 @@ import numpy as np
 from offload.errors import UnsupportedOpError
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._elementwise import scale_zp
-from offload.ops._quant import dtype_range, quantize, quantize_multiplier, requantize
+from offload.ops._quant import (
+    dtype_range,
+    quantize,
+    quantize_multiplier,
+    requantize,
+    round_half_away_f32,
+)
 from offload.ops._registry import register
+
+# Values AffineQuantize converts per NEON vector pair before its scalar tail loop.
+_LANES = 8
+
+
+def affine_quantize(
+    x: np.ndarray, scale: np.float32, zero_point: int, dtype: np.dtype
+) -> np.ndarray:
+    """optimized_ops::AffineQuantize on x86 (see the module docstring). A value whose rounded
+    quotient leaves int32 (or NaN) converts to INT32_MIN, as x86's conversions do, and so
+    clamps to the type's minimum."""
+    flat = np.asarray(x, np.float32).reshape(-1)
+    lanes = flat.size // _LANES * _LANES
+    rounded = np.empty(flat.size, np.float32)  # whole numbers: exact while in range
+    np.multiply(flat[:lanes], np.float32(1.0 / np.float64(scale)), out=rounded[:lanes])
+    np.rint(rounded[:lanes], out=rounded[:lanes])
+    rounded[lanes:] = round_half_away_f32(flat[lanes:].astype(np.float64) / np.float64(scale))
+    lo, hi = dtype_range(dtype)
+    out_of_range = ~(rounded < np.float32(2.0**31))  # NaN as well; below -2**31 clamps anyway
+    rounded += np.float32(zero_point)
+    np.clip(rounded, lo, hi, out=rounded)
+    if out_of_range.any():
+        rounded[out_of_range] = lo
+    return rounded.astype(dtype).reshape(np.shape(x))
 
 
 @register
@@ -31,6 +66,17 @@ class Quantize(OpKernel):
             raise UnsupportedOpError(f"{self.node.describe()}: output has no quantization")
         self.dtype = out_t.dtype
         self.from_float = in_t.dtype.kind == "f"
+        # AffineQuantize has optimized int8/uint8/int16 paths; other types run the reference.
+        self.affine = (
+            self.from_float
+            and not out_t.quantization.per_channel
+            and self.dtype in (np.int8, np.uint8, np.int16)
+        )
+        if self.affine:
+            self.scale, self.zero_point = (
+                out_t.quantization.scale.astype(np.float32)[0],
+                int(out_t.quantization.zero_point[0]),
+            )
         if not self.from_float:
             (si, self.zi), (so, self.zo) = scale_zp(in_t), scale_zp(out_t)
             self.multiplier, self.shift = quantize_multiplier(si / so)
@@ -39,6 +85,8 @@ class Quantize(OpKernel):
     def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
         out_q = self.outputs[0].quantization
         assert out_q is not None
+        if self.affine:
+            return affine_quantize(x, self.scale, self.zero_point, self.dtype)
         if self.from_float:
             # quantize() broadcasts against a (1,) scale, which would give a scalar a dimension.
             return quantize(x, out_q, self.dtype).reshape(np.shape(x))

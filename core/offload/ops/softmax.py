@@ -1,5 +1,8 @@
 """SOFTMAX over the last axis: exp(beta (x - max)) / sum, in float32.
 
+float32 is LiteRT's optimized kernel bit for bit: Eigen's packet exp and its packet-wise row
+sums (:mod:`offload.ops._eigen`), then each value times 1 / sum.
+
 int8/uint8 (LiteRT's x86 path): a float table of exp(-beta s (max - x)) indexed by the
 distance to the row maximum, the float sum of the row, and rounding of each probability to
 the output scale. int16 is not implemented.
@@ -13,6 +16,7 @@ import numpy as np
 
 from offload.errors import UnsupportedOpError
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._eigen import column_sums, pexp
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
@@ -52,8 +56,12 @@ class Softmax(OpKernel):
         if self.quantized:
             return self._run_quantized(x)
         x = np.asarray(x, np.float32)
-        e = np.exp((x - x.max(axis=-1, keepdims=True)) * self.beta)
-        return (e * (np.float32(1.0) / e.sum(axis=-1, keepdims=True))).astype(self.dtype)
+        if x.size == 0:
+            return x.astype(self.dtype)
+        rows = x.reshape(-1, x.shape[-1])
+        e = pexp((rows - rows.max(axis=1, keepdims=True)) * self.beta)
+        inverse = np.float32(1.0) / column_sums(e)
+        return (e * inverse[:, None]).reshape(x.shape).astype(self.dtype, copy=False)
 
     def _run_quantized(self, x: np.ndarray) -> np.ndarray:
         xi = x.astype(np.int32)

@@ -1,0 +1,148 @@
+"""The float arithmetic of Eigen expressions in LiteRT's optimized kernels, as its x86 wheel
+runs them: SSE packets of 4 floats, no fused multiply-add (a ``pmadd`` is a float32 multiply,
+then a float32 add), elements past the last whole packet through the scalar functions.
+
+Written from Eigen's algorithms (GenericPacketMathFunctions, the float logistic functor,
+redux) and checked bit for bit against LiteRT's SOFTMAX and LOGISTIC on single-op models;
+``numpy.exp`` would differ from Eigen's polynomial in the last bit of about half the values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["PACKET", "pexp", "logistic", "column_sums"]
+
+# Floats per SSE packet.
+PACKET = 4
+
+_F = np.float32
+
+
+def _scale_by_pow2(y: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """pldexp: y * 2**m in four power-of-two factors, so no intermediate over- or
+    underflows before the result itself does."""
+    e = np.clip(m, -278, 278).astype(np.int32)
+    b = e >> 2
+    c = np.ldexp(np.ones_like(y), b)
+    out = y * c * c * c
+    return out * np.ldexp(np.ones_like(y), e - 3 * b)
+
+
+def _packet_exp(x: np.ndarray) -> np.ndarray:
+    """Eigen's pexp_float: exp(x) = 2**m * exp(r) with a degree 6 polynomial for exp(r)."""
+    zero = x < _F(-104)
+    xc = np.minimum(x, _F(88.723))
+    m = np.floor(xc * _F(1.44269504088896341) + _F(0.5))
+    r = m * _F(-0.693359375) + xc
+    r = m * _F(2.12194440e-4) + r
+    r2 = r * r
+    even = r2 * _F(1.37449637986719608306884765625e-3) + _F(4.166965186595916748046875e-2)
+    odd = r2 * _F(8.36894474923610687255859375e-3) + _F(0.16666518151760101318359375)
+    even = r2 * even + _F(0.49999988079071044921875)
+    y = r * odd + even
+    y = r2 * y + (r + _F(1))
+    y = np.maximum(_scale_by_pow2(y, m), x)
+    return np.where(zero, _F(0), y)
+
+
+def _scalar_exp(x: np.ndarray) -> np.ndarray:
+    """std::exp on float32 (glibc's expf is correctly rounded: exp in double, then rounded)."""
+    return np.exp(x.astype(np.float64)).astype(_F)
+
+
+def pexp(x: np.ndarray) -> np.ndarray:
+    """``array.exp()`` over a contiguous float32 buffer: whole packets through pexp_float, the
+    last size % 4 elements through std::exp. The buffer is assumed aligned, as LiteRT's tensor
+    arena is, so no element before the first packet goes the scalar way."""
+    flat = np.asarray(x, _F).reshape(-1)
+    lanes = flat.size // PACKET * PACKET
+    out = np.empty_like(flat)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out[:lanes] = _packet_exp(flat[:lanes])
+        out[lanes:] = _scalar_exp(flat[lanes:])
+    return out.reshape(np.shape(x))
+
+
+def _packet_logistic(x: np.ndarray) -> np.ndarray:
+    """Eigen's float logistic functor: exp(x/2) by a degree 5 polynomial and a fast ldexp,
+    squared, then e / (1 + e)."""
+    zero = x < _F(-104)
+    xc = np.minimum(x, _F(16.6355324)) * _F(0.5)
+    m = np.floor(xc * _F(1.44269504088896341) + _F(0.5))
+    r = m * _F(-0.693359375) + xc
+    r = m * _F(2.12194440e-4) + r
+    r2 = r * r
+    even = r2 * _F(4.1898667812347412109375e-2) + _F(0.49999141693115234375)
+    odd = r2 * _F(8.33471305668354034423828125e-3) + _F(0.16666877269744873046875)
+    p = r * odd + even
+    p = r2 * p + (r + _F(1))
+    biased = np.clip(m + _F(127), 0, 255).astype(np.uint32)
+    e = p * (biased << 23).view(_F)
+    e = e * e
+    return np.where(zero, _F(0), e / (_F(1) + e))
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    """``array.unaryExpr(scalar_logistic_op<float>())`` over a contiguous float32 buffer: whole
+    packets through the packet logistic, the tail as exp(min(x, 16.6355324)) / (1 + exp)."""
+    flat = np.asarray(x, _F).reshape(-1)
+    lanes = flat.size // PACKET * PACKET
+    out = np.empty_like(flat)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out[:lanes] = _packet_logistic(flat[:lanes])
+        e = _scalar_exp(np.minimum(flat[lanes:], _F(16.6355324)))
+        out[lanes:] = e / (_F(1) + e)
+    return out.reshape(np.shape(x))
+
+
+def _sequential_sum(columns: np.ndarray) -> np.ndarray:
+    """Left-to-right float32 sum over the last axis."""
+    total = columns[..., 0].copy()
+    for k in range(1, columns.shape[-1]):
+        total += columns[..., k]
+    return total
+
+
+def _packet_sum(rows: np.ndarray) -> np.ndarray:
+    """Eigen's vectorized redux over whole packets of rows that start on a packet boundary:
+    two packet accumulators over pairs of packets, then a lone last packet, then a
+    horizontal add of the packet as (a0 + a2) + (a1 + a3)."""
+    n = rows.shape[-1]
+    pairs = n // (2 * PACKET) * (2 * PACKET)
+    whole = n // PACKET * PACKET
+    acc = rows[:, :PACKET].copy()
+    if whole > PACKET:
+        acc1 = rows[:, PACKET : 2 * PACKET].copy()
+        for i in range(2 * PACKET, pairs, 2 * PACKET):
+            acc += rows[:, i : i + PACKET]
+            acc1 += rows[:, i + PACKET : i + 2 * PACKET]
+        acc += acc1
+        if whole > pairs:
+            acc += rows[:, pairs : pairs + PACKET]
+    return (acc[:, 0] + acc[:, 2]) + (acc[:, 1] + acc[:, 3])
+
+
+def column_sums(rows: np.ndarray) -> np.ndarray:
+    """``colwise().sum()`` of Eigen's column-major view of a row-major (rows, n) float32 buffer,
+    that is one sum per row. Each sum is a redux that starts its packets at the first 16-byte
+    aligned element (row i begins i * n elements after an aligned base), adds the packets as
+    :func:`_packet_sum` does, then the elements before the first packet, then those after the
+    last; a row with fewer than a packet past its aligned start is summed in order."""
+    rows = np.asarray(rows, _F)
+    count, n = rows.shape
+    sums = np.empty(count, _F)
+    starts = (-(np.arange(count) * n)) % PACKET
+    for head in np.unique(starts):
+        index = np.nonzero(starts == head)[0]
+        group = rows[index]
+        head = min(int(head), n)
+        if n - head < PACKET:
+            sums[index] = _sequential_sum(group)
+            continue
+        end = head + (n - head) // PACKET * PACKET
+        total = _packet_sum(group[:, head:end])
+        for k in [*range(head), *range(end, n)]:
+            total += group[:, k]
+        sums[index] = total
+    return sums

@@ -87,6 +87,17 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     option="device",
                     help="OpenCL device: index or name substring",
                 ),
+                flag(
+                    flag="--gpu_kernel_family",
+                    option="kernel_family",
+                    help="CONV_2D/FULLY_CONNECTED kernels: auto (by device class), cpu, gpu",
+                ),
+                flag(
+                    flag="--gpu_autotune",
+                    option="autotune",
+                    type="bool",
+                    help="time tile sizes per product at init (default: on for GPUs)",
+                ),
             ),
         )
     ]

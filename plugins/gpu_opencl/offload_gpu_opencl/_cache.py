@@ -8,7 +8,7 @@ gpu_opencl's own:
 - each entry's context: device, driver and plugin version, plus the partition's content hash.
   The user's ``model_token`` only *names* entries; the content hash guards them, so reusing a
   token for a model with other weights rebuilds the entries instead of loading stale ones.
-- the size limit of each kind.
+- the size limit of each kind: program binaries, constants, the autotuner's choices.
 - what a constants payload must be once decoded: an ``.npz`` of float32 arrays (what
   ``Lowering`` makes), read without pickles. The names must also be exactly those the lowering
   asks for, which the kernel checks (_kernel).
@@ -32,8 +32,9 @@ __all__ = ["SerializationCache", "LIMITS"]
 
 # The largest entry of each kind. PoCL's binary of the whole program is ~1.2 MB. Constants are
 # float32 copies of a partition's weights (int8 weights grow 4x), and a .tflite file stays
-# under 2 GiB.
-LIMITS = {"clbin": 256 << 20, "npz": 8 << 30}
+# under 2 GiB. The autotuner's choices (_autotune) are a JSON map of ~100-byte entries, one per
+# distinct product of the partition.
+LIMITS = {"clbin": 256 << 20, "npz": 8 << 30, "json": 4 << 20}
 
 
 class SerializationCache:

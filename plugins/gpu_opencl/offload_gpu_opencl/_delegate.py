@@ -6,6 +6,8 @@ and asks the op's spec about each node.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import offload
 from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport
 from offload_gpu_opencl._device import probe
@@ -48,6 +50,11 @@ class GpuOpenCLOptions(DelegateOptions):
     cl_khr_fp16). ``enable_quant``: run quantized models through the float view.
     ``serialization_dir`` / ``model_token``: cache compiled programs and transformed weights.
     ``platform`` / ``device``: an index or a case-insensitive name substring.
+    ``kernel_family``: the CONV_2D / FULLY_CONNECTED kernels: ``"cpu"`` register-blocked (shaped
+    for PoCL's CPU driver), ``"gpu"`` local-memory tiled GEMM with split-K (shaped for GPUs),
+    ``"auto"`` (default) the one for the device's class. ``autotune``: time a few tile sizes and
+    split-K factors per product at init and keep the fastest (kept in the serialization cache);
+    ``None`` (default): on for GPUs, off for CPU devices, which take a fixed rule.
     """
 
     precision_loss_allowed: bool = False
@@ -56,6 +63,8 @@ class GpuOpenCLOptions(DelegateOptions):
     model_token: str | None = None
     platform: int | str | None = None
     device: int | str | None = None
+    kernel_family: Literal["auto", "cpu", "gpu"] = "auto"
+    autotune: bool | None = None
 
 
 class GpuOpenCLDelegate(Delegate):

@@ -1,11 +1,15 @@
 """Fusion planning: which nodes of a partition need no launch of their own.
 
-Elementwise nodes that follow a convolution run in its epilogue, and zero PADs of H and W fold
-into the padding of the convolutions that read them. The plan is written into the
-:class:`Lowering` (``skip``, ``epilogues``, ``pad_folds``) before any op is lowered.
+Elementwise nodes that follow a convolution run in its epilogue, zero PADs of H and W fold
+into the padding of the convolutions that read them, and in the GPU kernel family products
+write their results straight into the CONCATENATION that reads them. The plan is written
+into the :class:`Lowering` (``skip``, ``epilogues``, ``pad_folds``, ``placed``) before any op
+is lowered.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -154,4 +158,43 @@ def plan_fusion(lw: Lowering) -> None:
                 int(h + p[1].sum()),
                 int(w + p[2].sum()),
             )
+            lw.skip.add(n)
+
+    if lw.gemm is not None:
+        _place_concatenated(lw, pos, sole)
+
+
+def _place_concatenated(
+    lw: Lowering, pos: dict[int, int], sole: Callable[[int], Node | None]
+) -> None:
+    """GPU family: a channel CONCATENATION's inputs that a CONV_2D or FULLY_CONNECTED launch
+    writes (its output, or its fused chain's) and that nothing else reads are written by that
+    launch into the concatenation's output, at their channel offset (the tiled kernels take a
+    row stride and an offset); only the other inputs are copied, and a concatenation left with
+    nothing to copy emits nothing (InceptionV3: 50 copies fewer)."""
+    sg = lw.subgraph
+    writes: dict[int, int] = {}  # tensor -> the product node whose launch writes it
+    for n in pos:
+        node = sg.nodes[n]
+        if node.op in ("CONV_2D", "FULLY_CONNECTED") and n not in lw.skip:
+            ep = lw.epilogues.get(n)
+            writes[ep.out if ep else node.outputs[0]] = n
+    for n in pos:
+        node = sg.nodes[n]
+        if node.op != "CONCATENATION" or n in lw.skip or act(node) != 0:
+            continue
+        out = node.outputs[0]
+        shape = lw.tensor(out).shape
+        if not len(shape) or node.options.get("axis", 0) % len(shape) != len(shape) - 1:
+            continue
+        if lw.tensor(out).dtype in QUANTIZED:
+            continue
+        offset, placed = 0, 0
+        for t in node.inputs:
+            channels = int(lw.tensor(t).shape[-1])
+            if t in writes and sole(t) is node and node.inputs.count(t) == 1:
+                lw.placed[t] = (out, int(shape[-1]), offset)
+                placed += 1
+            offset += channels
+        if placed == len(node.inputs):
             lw.skip.add(n)

@@ -14,12 +14,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offload import Node, Partition, Subgraph, Tensor
 from offload_gpu_opencl._constants import foldable, folded_value
 from offload_gpu_opencl._errors import ShapeCheckError
+
+if TYPE_CHECKING:
+    from offload_gpu_opencl._tiling import GemmChooser
 
 __all__ = [
     "ACTIVATIONS",
@@ -127,6 +131,16 @@ class Lowering:
     # Storages that a launch overwrites although they belong to a node input (the previous
     # activation and state of a BASIC LSTM): a partition input among them is read back.
     writebacks: set[int] = field(default_factory=set)
+    # The GPU kernel family's tile choice for CONV_2D / FULLY_CONNECTED (_tiling), None for
+    # the CPU family's register-blocked kernels.
+    gemm: GemmChooser | None = None
+    # Float32 work buffers by name (elements): split-K partial sums, written and read by
+    # launches of this partition only. Referenced as constants (``Ref("c", name)``) but made
+    # by the kernel at setup, never uploaded or cached.
+    scratch: dict[str, int] = field(default_factory=dict)
+    # Tensors written straight into a CONCATENATION's output (GPU family, see _fusion): tensor
+    # -> (the concatenation's output, its channels, this input's channel offset).
+    placed: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()
@@ -163,6 +177,12 @@ class Lowering:
         # A parameter: in whichever precision, zero bits are zeros of both types, and a float32
         # buffer holds at least as many halves.
         return self.const(f"zeros{size}", lambda: np.zeros(size, np.float32), param=True)
+
+    def work(self, name: str, count: int) -> Ref:
+        """A float32 work buffer of at least ``count`` elements, shared by every launch that
+        asks for ``name`` (launches run in order, so one use ends before the next begins)."""
+        self.scratch[name] = max(self.scratch.get(name, 0), int(count))
+        return Ref("c", name)
 
     def root(self, t: int) -> int:
         while t in self.alias:
@@ -207,7 +227,8 @@ class Lowering:
         """Elements of the buffer behind ``ref`` before its slack: a constant's array, or
         the declared shape of the tensor (the storage the kernel allocates for it)."""
         if ref.kind == "c":
-            return int(self.consts[str(ref.key)].size)
+            name = str(ref.key)
+            return self.scratch[name] if name in self.scratch else int(self.consts[name].size)
         return elements(self.tensor(int(ref.key)).shape)
 
     def finish(self, node: Node) -> None:

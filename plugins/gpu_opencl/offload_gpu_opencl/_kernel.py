@@ -25,12 +25,14 @@ import pyopencl as cl
 
 from offload import DelegateKernel, Node, Partition, Subgraph, Tensor
 from offload.quant import dequantize, quantize
+from offload_gpu_opencl._autotune import gemm_chooser
 from offload_gpu_opencl._cache import SerializationCache
 from offload_gpu_opencl._device import build_program, open_device, profiling_queue, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
 from offload_gpu_opencl._ir import SLACK, Launch, Lowering, Ref, elements
 from offload_gpu_opencl._lower import lower
 from offload_gpu_opencl._source import source_hash
+from offload_gpu_opencl._tiling import family_options
 
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
@@ -128,6 +130,7 @@ class GpuKernel(DelegateKernel):
             (["-DSTORE_HALF"] if half else [])
             + (["-DCOMPUTE_HALF"] if half and handle.has_fp16 else [])
             + (["-DPLAIN_ACCESS"] if handle.plain_access else [])
+            + family_options(opts.kernel_family, handle.device)
         )
         self.store_dtype = np.dtype(np.float16 if half else np.float32)
         # Convolution parameters (_source's param_t): float32 where halves are converted with
@@ -153,12 +156,16 @@ class GpuKernel(DelegateKernel):
             token = content
         self.key = hashlib.sha256("|".join((token, *identity.values())).encode()).hexdigest()
 
+        # The CONV_2D / FULLY_CONNECTED kernels for this device (None: the CPU family); a
+        # GPU's tile choices may be timed here, once per product (see _autotune).
+        gemm = gemm_chooser(handle, opts, self.build_options, cache, self.key)
+
         # The constants' layouts are what the kernels expect: key them by the kernel source too,
         # so a plugin whose kernels changed never reads constants laid out for the old ones.
         consts_key = f"{self.key}:consts:{source_hash('')}"
         cached = cache.load_arrays(consts_key) if cache else None
         try:
-            lowering = lower(subgraph, partition, cached)
+            lowering = lower(subgraph, partition, cached, gemm)
         except GpuOpenCLError as exc:
             if cache is None or not cached:
                 raise
@@ -166,12 +173,13 @@ class GpuKernel(DelegateKernel):
             # constants included: constants that do not fit are dropped and made again.
             cache.discard(consts_key, "npz", f"the cached constants do not fit ({exc})")
             cached = None
-            lowering = lower(subgraph, partition)
+            lowering = lower(subgraph, partition, gemm=gemm)
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
             cache.store_arrays(consts_key, lowering.consts)
         reused = cached is not None and not lowering.misses
         self._stats["constants"] = "cache" if reused else "built"
+        self._stats["kernels"] = gemm.summary() if gemm else {"family": "cpu"}
 
         self.program, origin = build_program(handle, self.build_options, cache, self.key)
         self._stats["program"] = origin
@@ -248,7 +256,9 @@ class GpuKernel(DelegateKernel):
             * (self.param_dtype if name in lw.params else self.store_dtype).itemsize
             for name, arr in lw.consts.items()
         }
-        self._check_device_memory(slots, const_bytes)
+        # Split-K partial sums: float32 whatever the storage, written by launches.
+        work_bytes = {name: (count + SLACK) * 4 for name, count in lw.scratch.items()}
+        self._check_device_memory(slots, {**const_bytes, **work_bytes})
 
         # Constants in storage precision, padded with slack.
         mf = cl.mem_flags
@@ -260,9 +270,11 @@ class GpuKernel(DelegateKernel):
             self.constants[name] = check(
                 "clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
             )
+        for name, size in work_bytes.items():
+            self.constants[name] = check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, size)
         made = [check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need) for need in slots]
         self.buffers: dict[int, cl.Buffer] = {t: made[slot] for t, slot in slot_of.items()}
-        self._device_bytes = sum(slots) + sum(const_bytes.values())
+        self._device_bytes = sum(slots) + sum(const_bytes.values()) + sum(work_bytes.values())
         self._stats["launches"] = end
 
         def resolve(a: Ref | np.generic) -> Any:

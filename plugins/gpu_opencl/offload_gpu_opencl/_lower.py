@@ -18,16 +18,21 @@ from offload_gpu_opencl._fusion import plan_fusion
 from offload_gpu_opencl._ir import Lowering
 from offload_gpu_opencl._ops import SPECS, check_declared
 from offload_gpu_opencl._reach import check_reach
+from offload_gpu_opencl._tiling import GemmChooser
 
 __all__ = ["lower"]
 
 
 def lower(
-    subgraph: Subgraph, partition: Partition, cached: Mapping[str, np.ndarray] | None = None
+    subgraph: Subgraph,
+    partition: Partition,
+    cached: Mapping[str, np.ndarray] | None = None,
+    gemm: GemmChooser | None = None,
 ) -> Lowering:
     """The partition's launches and constants; ``cached``: pre-transformed constants from the
-    serialization cache, used instead of making them again."""
-    lw = Lowering(subgraph, partition, cached=dict(cached or {}))
+    serialization cache, used instead of making them again; ``gemm``: the GPU kernel family's
+    chooser (_autotune.gemm_chooser), None for the CPU family."""
+    lw = Lowering(subgraph, partition, cached=dict(cached or {}), gemm=gemm)
     # Every node, fused or not: fusion and lowering read the declared shapes from here on.
     for n in partition.nodes:
         node = subgraph.nodes[n]
@@ -46,4 +51,6 @@ def lower(
             raise type(exc)(f"{node.describe()}: {exc}") from exc
     for launch in lw.launches:
         check_reach(lw, launch)
+    if gemm is not None:
+        gemm.done()
     return lw

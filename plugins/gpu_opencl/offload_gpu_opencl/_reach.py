@@ -18,7 +18,7 @@ from offload_gpu_opencl._errors import ShapeCheckError
 from offload_gpu_opencl._ir import INT_MAX, SLACK, Launch, Lowering, Ref
 from offload_gpu_opencl._shapes import need
 
-__all__ = ["check_reach"]
+__all__ = ["check_reach", "register_reach"]
 
 Span = tuple[int, int]
 _NOTHING: Span = (0, 0)
@@ -247,3 +247,14 @@ _REACH: dict[str, Callable[[list, tuple[int, ...]], list[Span]]] = {
     "lstm_gates": _reach_lstm_gates,
     "softmax": _reach_softmax,
 }
+
+
+def register_reach(
+    kernel: str, rule: Callable[[list, tuple[int, ...]], list[Span]], written: int = 1
+) -> None:
+    """Add the reach rule of a kernel family lowered outside this module (the tiled GEMMs), so
+    a family's rule stays beside its lowering; ``written``: buffers it stores to, at the end of
+    its signature."""
+    _REACH[kernel] = rule
+    if written != 1:
+        _WRITTEN[kernel] = written

@@ -25,7 +25,10 @@ Kernel shapes (all guard the rounded-up NDRange against the real extents):
   ADD's activation, PRELU;
 * 3x3 depthwise convolutions: 8 channels x 4 horizontally adjacent pixels, weights in
   registers, a fast path for windows inside the image (3-D NDRange: channel block, x block, row);
-* elementwise ops, pools, resize: 8 channels (or 8 consecutive elements) per work-item.
+* elementwise ops, pools, resize: 8 channels (or 8 consecutive elements) per work-item;
+* the GPU family (_tiling): local-memory tiled GEMM (``tgemm``) and implicit-GEMM convolution
+  (``tconv``) over work-groups of 256 items, one instance per tile in :data:`TILES`, with a
+  split-K reduction (``tgemm_reduce``). Compiled in only with ``-DTILED_GEMM`` (_tiling).
 
 Files: ``cl/prelude.cl`` comes first; every other ``cl/<family>.cl`` is one kernel family (the
 unit a build failure is narrowed down to); ``cl/parts/*.cl`` are pieces that templates include.
@@ -45,6 +48,7 @@ __all__ = [
     "KERNELS",
     "PRELUDE",
     "TEMPLATES",
+    "TILES",
     "blocking",
     "program_source",
     "source_hash",
@@ -56,11 +60,23 @@ _INCLUDE = "// @include "
 # (R, V) instances of the register-blocked kernels the lowering may choose (see blocking).
 BLOCKINGS = ((6, 2), (8, 1), (4, 1), (1, 2))
 
+# (BM, BN, RM, RN) instances of the tiled kernels (tgemm.cl): a BM x BN output tile per
+# work-group of (BN / RN) x (BM / RM) = 256 items, RM x RN outputs per item. One group size
+# for all, a multiple of every GPU's preferred multiple (32 on NVIDIA, 64 on AMD); the tile
+# heights cover long (128), mid-size (64) and short or split-K (32) products.
+TILES = ((128, 64, 8, 4), (64, 64, 4, 4), (32, 64, 2, 4))
+
 # Families compiled once per parameter set.
-TEMPLATES: dict[str, tuple[dict[str, int], ...]] = {
+TEMPLATES: dict[str, tuple[dict[str, int | str], ...]] = {
     "matmul": tuple({"R": r, "V": v} for r, v in BLOCKINGS),
     "conv2d": tuple({"R": r, "V": v} for r, v in BLOCKINGS),
     "dw3x3": ({"S": 1, "SPAN": 6}, {"S": 2, "SPAN": 9}),
+    "tgemm": tuple(
+        {"KIND": kind, "CONV": conv, "BM": bm, "BN": bn, "RM": rm, "RN": rn}
+        | {"AE": bm * 16 // 256, "BE": 16 * bn // 256}
+        for kind, conv in (("gemm", 0), ("conv", 1))
+        for bm, bn, rm, rn in TILES
+    ),
 }
 
 

@@ -1,4 +1,5 @@
-"""CONCATENATION: one copy_block launch per input (any axis)."""
+"""CONCATENATION: one copy_block launch per input (any axis), except inputs a product's launch
+already wrote in place (GPU family, see _fusion)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ def lower(lw: Lowering, node: Node) -> None:
     for t in node.inputs:
         shape = lw.tensor(t).shape
         inner = elements(shape[axis:])
+        if t in lw.placed:
+            offset += inner
+            continue
         lw.launch(
             node,
             "copy_block",

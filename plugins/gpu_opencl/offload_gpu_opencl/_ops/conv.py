@@ -1,6 +1,7 @@
 """CONV_2D: a register-blocked matmul for 1x1 stride-1 convolutions, conv2d otherwise; both
 run the fused epilogue (see _fusion). Weights are pre-transformed once: [Ci][Co8] for the
-matmul, [KH][KW][Ci][Co8] for conv2d."""
+matmul, [KH][KW][Ci][Co8] for conv2d. In the GPU kernel family (_tiling) the same weights
+feed a tiled GEMM (1x1 stride 1) or an implicit-GEMM convolution (every other window)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from offload_gpu_opencl._shapes import (
     window_shape,
 )
 from offload_gpu_opencl._source import blocking
+from offload_gpu_opencl._tiling import GemmProblem, launch_gemm
 
 __all__ = ["SPECS"]
 
@@ -51,7 +53,20 @@ def lower(lw: Lowering, node: Node) -> None:
     p = n * oh * ow
     r, v = blocking(co, p)
     counts = (-(-co // (8 * v)), -(-p // r))
-    if kh == kw == 1 and sh == sw == 1 and pt == pl == 0 and (oh, ow) == (h, wd):
+    pointwise = kh == kw == 1 and sh == sw == 1 and pt == pl == 0 and (oh, ow) == (h, wd)
+    if lw.gemm is not None:
+        # [KH][KW][Ci][Co8] is [Ci][Co8] when the window is 1x1: one layout, either kernel.
+        wt = lw.const(
+            f"w{node.index}", lambda: pad_last(lw.value(w).transpose(1, 2, 3, 0)), param=True
+        )
+        geometry = (h, wd, ci, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+        problem = (
+            GemmProblem("gemm", p, ci, co)
+            if pointwise
+            else GemmProblem("conv", p, kh * kw * ci, co, geometry)
+        )
+        launch_gemm(lw, node, problem, lw.ref(x), wt, bias_ref, (bufs, flags))
+    elif pointwise:
         wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, ci).T), param=True)
         lw.launch(
             node,

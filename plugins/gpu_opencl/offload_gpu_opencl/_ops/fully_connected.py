@@ -1,5 +1,6 @@
-"""FULLY_CONNECTED: the register-blocked matmul with the fused epilogue; weights
-pre-transformed once to [K][Co8]."""
+"""FULLY_CONNECTED: the register-blocked matmul with the fused epilogue, or in the GPU kernel
+family the tiled GEMM (split over K where the output is small, as a classifier's); weights
+pre-transformed once to [K][Co8] for both."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from offload_gpu_opencl._ir import BLOCKS, Lowering, Shape, elements, pad_last
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
 from offload_gpu_opencl._shapes import bias, dims, need, required, rule_reason
 from offload_gpu_opencl._source import blocking
+from offload_gpu_opencl._tiling import GemmProblem, launch_gemm
 
 __all__ = ["SPECS"]
 
@@ -51,6 +53,11 @@ def lower(lw: Lowering, node: Node) -> None:
         param=True,
     )
     bufs, flags = lw.epilogue(node)
+    if lw.gemm is not None:
+        launch_gemm(lw, node, GemmProblem("gemm", p, k, co), lw.ref(x), wt, bias_ref, (bufs, flags))
+        if node.index not in lw.epilogues:
+            lw.finish(node)
+        return
     r, v = blocking(co, p)
     lw.launch(
         node,

@@ -1,0 +1,362 @@
+"""The GPU kernel family: tiled GEMM for CONV_2D and FULLY_CONNECTED, chosen per device class.
+
+The CPU family (``matmul_*`` / ``conv2d_*``, register-blocked for PoCL's CPU driver: groups of
+16 items, a few thousand items per launch) leaves a GPU mostly idle. The GPU family runs the
+same products as local-memory tiled GEMMs (cl/tgemm.cl): groups of 256 items, a BM x BN tile
+each (:data:`TILES`), and for short products with a long K a *split-K*: the NDRange's third
+dimension slices K, the slices' partial sums go to a float32 work buffer and ``tgemm_reduce``
+adds them up and runs the epilogue. Both families read the same pre-transformed weights
+([K][Co8]) and run the same fused epilogue, so fusion and the constants cache are shared.
+
+A :class:`GemmProblem` is one product as the kernels see it; a :class:`GemmChoice` (tile and
+split) is how to run it; a :class:`GemmChooser` picks one per problem: :class:`FixedChooser`
+by a rule of thumb, the autotuner (_autotune) by timing the candidates on the device.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyopencl as cl
+
+from offload import Node
+from offload_gpu_opencl._errors import ShapeCheckError
+from offload_gpu_opencl._ir import INT_MAX, LINEAR, SLACK, Lowering, Ref
+from offload_gpu_opencl._reach import register_reach
+from offload_gpu_opencl._shapes import need
+from offload_gpu_opencl._source import TILES
+
+__all__ = [
+    "FAMILIES",
+    "TILED_FLAG",
+    "FixedChooser",
+    "GemmChoice",
+    "GemmChooser",
+    "GemmProblem",
+    "Tile",
+    "candidates",
+    "default_choice",
+    "family_for",
+    "family_options",
+    "launch_gemm",
+    "parse_choice",
+]
+
+FAMILIES = ("auto", "cpu", "gpu")
+# The build option that compiles the GPU family's kernels in (cl/tgemm.cl): only programs that
+# launch them carry them, since PoCL compiles every kernel of a program to hand out its binary.
+TILED_FLAG = "-DTILED_GEMM"
+TK = 16  # the K step of tgemm.cl (its local tiles' depth)
+SPLITS = (1, 2, 4, 8, 16)
+# A K slice shorter than this many steps spends more on partial sums than it saves.
+MIN_SLICE_STEPS = 4
+_ITEMS = 256  # work-items per group of every tile
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A tgemm.cl instance: BM x BN outputs per group, RM x RN per work-item."""
+
+    bm: int
+    bn: int
+    rm: int
+    rn: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.bm}x{self.bn}"
+
+    @property
+    def local(self) -> tuple[int, int, int]:
+        return (self.bn // self.rn, self.bm // self.rm, 1)
+
+    @property
+    def local_bytes(self) -> int:
+        """Local memory of one group in float32 (the A tile has a column of padding)."""
+        return 4 * TK * (self.bm + 1 + self.bn)
+
+
+TILE_LIST = tuple(Tile(*t) for t in TILES)
+_TILES = {t.name: t for t in TILE_LIST}
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """One product y[M, Co] = A[M, K] @ w[K, Co8]: ``kind`` "gemm" (A is the input's rows) or
+    "conv" (A gathered from an NHWC input through a KH x KW window); ``geometry`` the conv's
+    (H, W, Ci, OH, OW, KH, KW, SH, SW, DH, DW, PT, PL), zeros for a gemm."""
+
+    kind: str
+    m: int
+    k: int
+    co: int
+    geometry: tuple[int, ...] = (0,) * 13
+
+    @property
+    def key(self) -> str:
+        """A stable text key (the autotuner's cache entries are keyed by it)."""
+        return f"{self.kind}:{self.m}:{self.k}:{self.co}:" + ",".join(map(str, self.geometry))
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.k * self.co
+
+
+@dataclass(frozen=True)
+class GemmChoice:
+    """How to run a problem: a tile, and how many slices K is split into (1: no split)."""
+
+    tile: Tile
+    split: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.tile.name}/s{self.split}"
+
+    def slice_length(self, k: int) -> int:
+        """K per slice, a whole number of TK steps."""
+        per = -(-max(k, 1) // self.split)
+        return -(-per // TK) * TK
+
+    def slices(self, k: int) -> int:
+        """Slices actually launched (fewer than ``split`` when K is short)."""
+        return -(-max(k, 1) // self.slice_length(k))
+
+
+_CHOICE = re.compile(r"^(\d+x\d+)/s(\d+)$")
+
+
+def parse_choice(text: object) -> GemmChoice | None:
+    """The choice a name stands for, or None when it names none (a cache entry is not
+    trusted: an unknown tile or split is no choice)."""
+    if not isinstance(text, str):
+        return None
+    match = _CHOICE.match(text)
+    if match is None or match[1] not in _TILES or int(match[2]) not in SPLITS:
+        return None
+    return GemmChoice(_TILES[match[1]], int(match[2]))
+
+
+def _groups(problem: GemmProblem, tile: Tile) -> int:
+    return -(-problem.m // tile.bm) * -(-problem.co // tile.bn)
+
+
+def candidates(problem: GemmProblem, units: int) -> list[GemmChoice]:
+    """The handful the autotuner times: every tile unsplit, and each tile split while the
+    groups stay within a few waves of ``units`` compute units and a slice keeps
+    MIN_SLICE_STEPS steps of K."""
+    found = []
+    for tile in TILE_LIST:
+        groups = _groups(problem, tile)
+        for split in SPLITS:
+            if split > 1 and (
+                groups * split > 4 * units or problem.k < split * MIN_SLICE_STEPS * TK
+            ):
+                break
+            found.append(GemmChoice(tile, split))
+    return found
+
+
+def default_choice(problem: GemmProblem, units: int) -> GemmChoice:
+    """The rule of thumb where nothing is timed: the tallest tile no taller than M that still
+    gives every compute unit a group, else the shortest; then split K while the groups fill
+    fewer than ``units`` units and a slice keeps MIN_SLICE_STEPS steps."""
+    shortest = TILE_LIST[-1]
+    tile = next(
+        (
+            t
+            for t in TILE_LIST
+            if t.bm <= max(problem.m, shortest.bm) and _groups(problem, t) >= units
+        ),
+        shortest,
+    )
+    groups, split = _groups(problem, tile), 1
+    while (
+        split < SPLITS[-1]
+        and groups * split < units
+        and problem.k >= 2 * split * MIN_SLICE_STEPS * TK
+    ):
+        split *= 2
+    return GemmChoice(tile, split)
+
+
+def family_for(requested: str, device: cl.Device) -> str:
+    """``"cpu"`` or ``"gpu"``: ``auto`` takes the GPU family on every device that is not a
+    CPU. Either is honoured when asked for by name, except that a device which cannot run a
+    256-item group or hold its local tiles gets the CPU family (every device runs that)."""
+    if requested not in FAMILIES:
+        raise ValueError(f"kernel_family must be one of {FAMILIES}, found {requested!r}")
+    family = requested
+    if family == "auto":
+        family = "cpu" if device.type & cl.device_type.CPU else "gpu"
+    if family == "gpu" and not gpu_capable(device):
+        return "cpu"
+    return family
+
+
+def family_options(requested: str, device: cl.Device) -> list[str]:
+    """The program build options the kernel family of ``requested`` on ``device`` needs."""
+    return [TILED_FLAG] if family_for(requested, device) == "gpu" else []
+
+
+def gpu_capable(device: cl.Device) -> bool:
+    most_local = max(t.local_bytes for t in TILE_LIST)
+    return int(device.max_work_group_size) >= _ITEMS and int(device.local_mem_size) >= most_local
+
+
+@dataclass
+class GemmChooser:
+    """Picks a :class:`GemmChoice` per problem; counts what it did (for the kernel's stats)."""
+
+    units: int
+    chosen: dict[str, str] = field(default_factory=dict)
+
+    def choose(self, problem: GemmProblem) -> GemmChoice:
+        raise NotImplementedError("need choose")
+
+    def done(self) -> None:
+        """The lowering is over: keep what was chosen where a later init finds it and free
+        what choosing held (nothing, unless it timed)."""
+
+    def summary(self) -> dict[str, Any]:
+        return {"family": "gpu", "problems": len(self.chosen)}
+
+
+@dataclass
+class FixedChooser(GemmChooser):
+    """The rule of thumb (:func:`default_choice`), nothing timed."""
+
+    def choose(self, problem: GemmProblem) -> GemmChoice:
+        choice = default_choice(problem, self.units)
+        self.chosen[problem.key] = choice.name
+        return choice
+
+
+def launch_gemm(
+    lw: Lowering,
+    node: Node,
+    problem: GemmProblem,
+    x: Ref,
+    weights: Ref,
+    bias: Ref,
+    epilogue: tuple[list[Ref], list[int]],
+) -> None:
+    """Enqueue ``problem`` in the GPU family: one tiled launch with the epilogue, or, split,
+    a tiled launch into the work buffer and the reduction with the epilogue."""
+    assert lw.gemm is not None
+    choice = lw.gemm.choose(problem)
+    tile, slices = choice.tile, choice.slices(problem.k)
+    (res, alpha, y), flags = epilogue
+    m, k, co = problem.m, problem.k, problem.co
+    # Rows of y are ``stride`` apart from channel ``offset`` on: a CONCATENATION input is
+    # written into the concatenation's output (_fusion), else its own tensor.
+    target, stride, offset = lw.placed.get(int(y.key), (int(y.key), co, 0))
+    y = Ref("t", target)
+    if slices * m * co > INT_MAX - SLACK:
+        raise ShapeCheckError(
+            f"split-K partial sums of {slices} x {m} x {co} values pass the 32-bit indices"
+        )
+    part = lw.work("split_k", slices * m * co) if slices > 1 else lw.zeros(8)
+    tx, ty, _ = tile.local
+    lw.launch(
+        node,
+        f"t{problem.kind}_{tile.name}",
+        (-(-co // tile.bn) * tx, -(-m // tile.bm) * ty, slices),
+        x,
+        weights,
+        bias,
+        res,
+        alpha,
+        y,
+        part,
+        m,
+        k,
+        co,
+        *problem.geometry,
+        choice.slice_length(k),
+        stride,
+        offset,
+        *flags,
+        local=tile.local,
+    )
+    if slices > 1:
+        lw.launch(
+            node,
+            "tgemm_reduce",
+            (m * co,),
+            part,
+            bias,
+            res,
+            alpha,
+            y,
+            m,
+            co,
+            slices,
+            stride,
+            offset,
+            *flags,
+            local=LINEAR,
+        )
+
+
+# -- reach (see _reach): what each launch of these kernels may touch ---------------------------
+
+Span = tuple[int, int]
+_NOTHING: Span = (0, 0)
+
+
+def _c8(c: int) -> int:
+    return -(-c // 8) * 8
+
+
+def _reach_tiled(conv: bool) -> Callable[[list, tuple[int, ...]], list[Span]]:
+    def reach(a: list, g: tuple[int, ...]) -> list[Span]:
+        m, k, co, h, w, ci, oh, ow = a[:8]
+        ks, ys, yo, rc, prelu = a[16], a[17], a[18], a[20], a[22]
+        need(ks >= 1, f"K slice of {ks}")
+        slices = g[2]
+        if conv:
+            need(oh >= 1 and ow >= 1 and ci >= 1, f"conv geometry {a[3:16]}")
+            images = -(-m // (oh * ow))
+            x = (0, images * h * w * ci)
+        else:
+            x = (0, m * k)
+        split = slices > 1
+        return [
+            x,
+            (0, k * _c8(co)),
+            (0, _c8(co)),
+            (0, m * rc),
+            (0, co * bool(prelu)),
+            _NOTHING if split else _rows(m, co, ys, yo),
+            (0, slices * m * co) if split else _NOTHING,
+        ]
+
+    return reach
+
+
+def _rows(m: int, co: int, stride: int, offset: int) -> Span:
+    """Stores of ``m`` rows of ``co`` values, ``stride`` apart from ``offset`` on."""
+    if m <= 0 or co <= 0:
+        return _NOTHING
+    need(0 <= offset and co + offset <= stride, f"rows of {co} at {offset} in rows of {stride}")
+    return offset, (m - 1) * stride + offset + co
+
+
+def _reach_reduce(a: list, g: tuple[int, ...]) -> list[Span]:
+    m, co, slices, ys, yo, _act, rc, _act2, prelu = a
+    return [
+        (0, slices * m * co),
+        (0, _c8(co)),
+        (0, m * rc),
+        (0, co * bool(prelu)),
+        _rows(m, co, ys, yo),
+    ]
+
+
+register_reach("tgemm", _reach_tiled(False), written=2)
+register_reach("tconv", _reach_tiled(True), written=2)
+register_reach("tgemm_reduce", _reach_reduce)

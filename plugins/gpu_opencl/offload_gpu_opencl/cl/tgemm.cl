@@ -1,0 +1,134 @@
+// Tiled GEMM for GPUs (the "gpu" kernel family, see _tiling): 1x1 stride-1 CONV_2D and
+// FULLY_CONNECTED as tgemm_*, every other CONV_2D as tconv_* (implicit GEMM: the input patch
+// is gathered while the A tile loads, never materialised). A template instantiated once per
+// (KIND, BM, BN, RM, RN) in _source.TEMPLATES, with AE = BM*16/256 A values and BE = 16*BN/256
+// w values loaded per item and K step (array sizes must be constant expressions).
+//
+// y[M, Co] = A[M, K] @ w[K, Co8] + b, then the epilogue. A work-group of (BN/RN) x (BM/RM)
+// items computes a BM x BN tile; each item RM x RN outputs, at rows ty + i*TY and columns
+// tx + j*TX, so consecutive items read local memory and store global memory at consecutive
+// addresses. Per step of TK along K, the group loads a TK x BM tile of A (consecutive items
+// on consecutive k: an A row is contiguous in K) and a TK x BN tile of w (consecutive items
+// on consecutive columns) into local memory. Any M, K, Co: loads past an edge read zero,
+// stores past one are dropped.
+//
+// Compiled only with -DTILED_GEMM (the GPU family, _tiling.family_options): PoCL compiles every
+// kernel of a program when its binary is taken, and these cost it ~20 s, on every CPU-family
+// cold start, for kernels that family never launches.
+//
+// Split-K: the NDRange's third dimension slices K into runs of KS (a multiple of TK). With one
+// slice the group applies bias and epilogue and stores y; with several it stores raw partial
+// sums to part[slice][M][Co] and tgemm_reduce finishes them. Output rows are YS apart from
+// channel YO on (see epilogue1.cl): a CONCATENATION input is written in place.
+
+#if defined(TILED_GEMM)
+// @include epilogue1.cl
+
+__attribute__((reqd_work_group_size({BN} / {RN}, {BM} / {RM}, 1)))
+__kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_t* w,
+        __global const param_t* b, __global const store_t* res, __global const param_t* alpha,
+        __global store_t* y, __global float* part,
+        int M, int K, int Co, int H, int W, int Ci, int OH, int OW,
+        int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL, int KS, int YS, int YO,
+        int act, int RC, int act2, int prelu) {
+    const int TX = {BN} / {RN}, TY = {BM} / {RM}, NT = TX * TY, TK = 16;
+    /* A tile stored k-major, one column of padding so the k-consecutive stores of the loader
+       fall in different local memory banks. */
+    __local real As[16][{BM} + 1];
+    __local real Bs[16][{BN}];
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * TX + tx;
+    const int n0 = get_group_id(0) * {BN}, m0 = get_group_id(1) * {BM};
+    const int Co8 = ((Co + 7) >> 3) << 3;
+    const int kbeg = get_group_id(2) * KS, kend = IMIN(K, kbeg + KS);
+
+    /* The A loader: this item loads column ak of rows ar + e * (NT / TK); what a row needs
+       (its input offset, or for tconv its window origin) is worked out once. */
+    const int ak = lid % TK, ar = lid / TK;
+    int abase[{AE}];
+    bool arow[{AE}];
+#if {CONV}
+    int aiy[{AE}], aix[{AE}];
+#endif
+    #pragma unroll
+    for (int e = 0; e < {AE}; ++e) {
+        const int m = m0 + ar + e * (NT / TK);
+        arow[e] = m < M;
+        const int mm = IMIN(m, M - 1);
+#if {CONV}
+        const int ox = mm % OW, t = mm / OW;
+        aiy[e] = (t % OH) * SH - PT;
+        aix[e] = ox * SW - PL;
+        abase[e] = (t / OH) * H;
+#else
+        abase[e] = mm * K;
+#endif
+    }
+    /* The w loader: column bn of rows bk + e * (NT / BN). */
+    const int bn = lid % {BN}, bk = lid / {BN};
+    const bool bcol = n0 + bn < Co8;
+
+    real acc[{RM}][{RN}];
+    #pragma unroll
+    for (int i = 0; i < {RM}; ++i) {
+        #pragma unroll
+        for (int j = 0; j < {RN}; ++j) acc[i][j] = (real)0;
+    }
+
+    for (int k0 = kbeg; k0 < kend; k0 += TK) {
+        const int kg = k0 + ak;
+        const bool kin = kg < kend;
+#if {CONV}
+        const int ci = kg % Ci, tap = kg / Ci, kx = tap % KW, ky = tap / KW;
+#endif
+        #pragma unroll
+        for (int e = 0; e < {AE}; ++e) {
+            real v = (real)0;
+#if {CONV}
+            const int iy = aiy[e] + ky * DH, ix = aix[e] + kx * DW;
+            if (arow[e] && kin && iy >= 0 && iy < H && ix >= 0 && ix < W)
+                v = LD(x, ((abase[e] + iy) * W + ix) * Ci + ci);
+#else
+            if (arow[e] && kin) v = LD(x, abase[e] + kg);
+#endif
+            As[ak][ar + e * (NT / TK)] = v;
+        }
+        #pragma unroll
+        for (int e = 0; e < {BE}; ++e) {
+            const int k = k0 + bk + e * (NT / {BN});
+            Bs[bk + e * (NT / {BN})][bn] = (bcol && k < kend) ? LDP(w, k * Co8 + n0 + bn) : (real)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (int kk = 0; kk < TK; ++kk) {
+            real a[{RM}], bv[{RN}];
+            #pragma unroll
+            for (int i = 0; i < {RM}; ++i) a[i] = As[kk][ty + i * TY];
+            #pragma unroll
+            for (int j = 0; j < {RN}; ++j) bv[j] = Bs[kk][tx + j * TX];
+            #pragma unroll
+            for (int i = 0; i < {RM}; ++i) {
+                #pragma unroll
+                for (int j = 0; j < {RN}; ++j) acc[i][j] += a[i] * bv[j];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    const bool split = get_num_groups(2) > 1;
+    __global float* slice = part + get_group_id(2) * M * Co;
+    #pragma unroll
+    for (int i = 0; i < {RM}; ++i) {
+        const int row = m0 + ty + i * TY;
+        #pragma unroll
+        for (int j = 0; j < {RN}; ++j) {
+            const int col = n0 + tx + j * TX;
+            if (row >= M || col >= Co) continue;
+            if (split)
+                slice[row * Co + col] = (float)acc[i][j];
+            else
+                epilogue1(y, row, col, YS, YO, acc[i][j] + LDP(b, col), act, res, RC, act2,
+                          alpha, prelu);
+        }
+    }
+}
+#endif

@@ -1,0 +1,410 @@
+"""The GPU kernel family (tiled GEMM, implicit-GEMM convolution, split-K) and its autotuner.
+
+PoCL is a CPU, so ``auto`` gives it the CPU family; ``kernel_family="gpu"`` forces the GPU
+kernels onto it, where they must agree with LiteRT as the CPU family does. Every tile and
+split is pinned in turn on products of awkward sizes (M, K, Co off the tile) with the fused
+epilogue on; whole models run with the choices of the rule of thumb; the autotuner's choices
+are cached, and an entry that is damaged or names no candidate is searched again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+import pytest
+from opencl_support import face_models, random_inputs, relative_error, run_litert
+
+import offload
+from offload.model import ModelBuilder
+from offload_gpu_opencl import _device, _kernel
+from offload_gpu_opencl._autotune import forget_tuning, tuning_key
+from offload_gpu_opencl._device import open_device
+from offload_gpu_opencl._tiling import (
+    TILE_LIST,
+    GemmChoice,
+    GemmChooser,
+    GemmProblem,
+    candidates,
+    default_choice,
+    parse_choice,
+)
+
+RNG = np.random.default_rng(12)
+F = np.float32
+ROOT = Path(__file__).resolve().parents[2]
+MOBILENET = ROOT / "build" / "conformance" / "mobilenet_v2_224_float32.tflite"
+H100_UNITS = 132  # compute units of the card the GPU family was shaped for
+
+
+def uniform(*shape: int) -> np.ndarray:
+    return RNG.uniform(-1, 1, shape).astype(F)
+
+
+def product_model(op: str, x_shape: tuple[int, ...], co: int, **conv) -> bytes:
+    """``op`` (CONV_2D or FULLY_CONNECTED, activation NONE) whose output is added to a second
+    input (ADD with RELU6), then PRELU with constant slopes: the whole epilogue fuses into the
+    product's launch, or into the split-K reduction."""
+    b = ModelBuilder()
+    x = b.add_input("x", x_shape)
+    if op == "FULLY_CONNECTED":
+        out_shape: tuple[int, ...] = (x_shape[0], co)
+        w = b.add_constant("w", uniform(co, x_shape[-1]))
+        options: dict = {"fused_activation_function": "NONE"}
+    else:
+        k, stride, dilation, padding = conv["k"], conv["stride"], conv["dilation"], conv["padding"]
+        n, h, wd, ci = x_shape
+        span = (k - 1) * dilation + 1
+        size = [-(-d // stride) if padding == "SAME" else (d - span) // stride + 1 for d in (h, wd)]
+        out_shape = (n, *size, co)
+        w = b.add_constant("w", uniform(co, k, k, ci))
+        options = {
+            "padding": padding,
+            "stride_h": stride,
+            "stride_w": stride,
+            "dilation_h_factor": dilation,
+            "dilation_w_factor": dilation,
+            "fused_activation_function": "NONE",
+        }
+    r = b.add_input("r", out_shape)
+    y = b.add_tensor("y", out_shape)
+    b.add_operator(op, [x, w, b.add_constant("b", uniform(co))], [y], options)
+    s = b.add_tensor("s", out_shape)
+    b.add_operator("ADD", [y, r], [s], {"fused_activation_function": "RELU6"})
+    z = b.add_tensor("z", out_shape)
+    b.add_operator("PRELU", [s, b.add_constant("alpha", uniform(co))], [z])
+    b.add_output(z)
+    return b.build()
+
+
+# name -> (op, input shape, output channels, conv geometry); sizes off every tile on purpose.
+SAME = dict(stride=1, dilation=1, padding="SAME")
+PRODUCTS = {
+    "fc_3x700x37": ("FULLY_CONNECTED", (3, 700), 37, {}),
+    "fc_1x2048x1000": ("FULLY_CONNECTED", (1, 2048), 1000, {}),
+    "pointwise_143x70x45": ("CONV_2D", (1, 13, 11, 70), 45, {**SAME, "k": 1}),
+    "conv3x3_s2_same": ("CONV_2D", (2, 9, 10, 5), 11, {**SAME, "k": 3, "stride": 2}),
+    "conv3x3_d2_valid": (
+        "CONV_2D", (1, 12, 13, 19), 21, {"k": 3, "stride": 1, "dilation": 2, "padding": "VALID"}
+    ),
+    "conv3x3_k2700": ("CONV_2D", (1, 8, 8, 300), 70, {**SAME, "k": 3}),
+}  # fmt: skip
+
+
+class Pinned(GemmChooser):
+    """Runs every product with one choice (what a tuner would pick on some device)."""
+
+    def __init__(self, choice: GemmChoice) -> None:
+        super().__init__(units=1)
+        self.choice = choice
+
+    def choose(self, problem: GemmProblem) -> GemmChoice:
+        self.chosen[problem.key] = self.choice.name
+        return self.choice
+
+
+def run(content: bytes, inputs: list[np.ndarray], **options) -> tuple[list[np.ndarray], dict]:
+    delegate = offload.load_delegate("gpu_opencl", options=options)
+    interp = offload.Interpreter(model_content=content, delegates=[delegate])
+    interp.allocate_tensors()
+    assert not interp.delegation_report()["restored_to_cpu"]
+    for detail, value in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], value)
+    interp.invoke()
+    (kernel,) = interp.delegate_kernels().values()
+    launched = [k.function_name for k, _, _ in kernel.calls]
+    outputs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    return outputs, {**kernel.stats(), "launched": launched}
+
+
+def model_inputs(content: bytes) -> list[np.ndarray]:
+    return random_inputs(offload.Interpreter(model_content=content).get_input_details(), seed=3)
+
+
+def assert_close(found: list[np.ndarray], expected: list[np.ndarray], tol: float = 1e-4) -> None:
+    for k, (got, want) in enumerate(zip(found, expected)):
+        rel = relative_error(got, want)
+        assert rel <= tol, f"output {k}: max|a-b|/max|b| = {rel:.3e} > {tol}"
+
+
+@pytest.fixture()
+def pin(monkeypatch: pytest.MonkeyPatch):
+    """Make the next inits use one tiled choice (the kernels still run for real)."""
+
+    def use(choice: GemmChoice) -> None:
+        monkeypatch.setattr(_kernel, "gemm_chooser", lambda *args: Pinned(choice))
+
+    return use
+
+
+# -- which family runs where ---------------------------------------------------------------------
+
+
+def test_auto_keeps_the_cpu_family_on_cpu_devices() -> None:
+    """A CPU device (PoCL) runs the register-blocked kernels unless the GPU family is asked for."""
+    if not open_device(None, None).device.type & cl.device_type.CPU:
+        pytest.skip("the default device is not a CPU")
+    content = product_model(
+        *PRODUCTS["pointwise_143x70x45"][:3], **PRODUCTS["pointwise_143x70x45"][3]
+    )
+    inputs = model_inputs(content)
+    _, auto = run(content, inputs)
+    assert auto["kernels"] == {"family": "cpu"}
+    assert not [k for k in auto["launched"] if k.startswith("t")], auto["launched"]
+    _, gpu = run(content, inputs, kernel_family="gpu")
+    assert gpu["kernels"]["family"] == "gpu" and "autotuned" not in gpu["kernels"]
+    assert gpu["launched"][0].startswith("tgemm_"), gpu["launched"]
+
+
+def test_rule_of_thumb_splits_short_products_with_long_k() -> None:
+    """On a 132-unit GPU: the classifier FC and the 8x8 layers split K; a 112x112 layer with
+    K = 32 fills the card with 64-row tiles and does not split."""
+    classifier = default_choice(GemmProblem("gemm", 1, 2048, 1000), H100_UNITS)
+    eight = default_choice(GemmProblem("gemm", 64, 1280, 384), H100_UNITS)
+    wide = default_choice(GemmProblem("gemm", 112 * 112, 32, 64), H100_UNITS)
+    assert classifier.split > 1 and eight.split > 1
+    assert wide == GemmChoice(TILE_LIST[1], 1)
+    for problem in (GemmProblem("gemm", 1, 2048, 1000), GemmProblem("gemm", 64, 1280, 384)):
+        assert default_choice(problem, H100_UNITS) in candidates(problem, H100_UNITS)
+
+
+def test_every_tile_is_one_group_of_256() -> None:
+    """tgemm.cl's loaders spread a tile over 256 items (a multiple of every GPU's preferred
+    group multiple); every tile is a whole number of items' outputs."""
+    for tile in TILE_LIST:
+        tx, ty, tz = tile.local
+        assert tx * ty * tz == 256 and tile.bm % 16 == 0 and tile.bn % 16 == 0
+        assert tx * tile.rn == tile.bn and ty * tile.rm == tile.bm
+
+
+def test_choice_names_are_checked() -> None:
+    """Only a known tile with a known split parses; anything else is no choice."""
+    assert parse_choice("64x64/s4") == GemmChoice(TILE_LIST[1], 4)
+    for bad in ("64x64/s3", "65x64/s1", "64x64", "", None, 7, ["64x64/s1"], "64x64/s1 "):
+        assert parse_choice(bad) is None
+
+
+# -- every tile and split agrees with LiteRT -----------------------------------------------------
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("split", [1, 4])
+@pytest.mark.parametrize("tile", TILE_LIST, ids=lambda t: t.name)
+@pytest.mark.parametrize("name", sorted(PRODUCTS))
+def test_tiled_product_matches_litert(name: str, tile, split: int, pin) -> None:
+    """Each tile, unsplit and split 4 ways, with bias, residual ADD + RELU6 and PRELU fused."""
+    op, shape, co, conv = PRODUCTS[name]
+    content = product_model(op, shape, co, **conv)
+    inputs = model_inputs(content)
+    pin(GemmChoice(tile, split))
+    found, stats = run(content, inputs, kernel_family="gpu")
+    kind = "tgemm" if op == "FULLY_CONNECTED" or conv["k"] == 1 else "tconv"
+    assert stats["launched"][0] == f"{kind}_{tile.name}", stats["launched"]
+    assert ("tgemm_reduce" in stats["launched"]) == (split > 1)
+    assert len(stats["launched"]) == 1 + (split > 1), "the ADD and PRELU did not fuse"
+    assert_close(found, run_litert(None, inputs, content))
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+@pytest.mark.parametrize("plain", [True, False], ids=["plain_access", "builtin_access"])
+def test_storage_and_access_builds(plain: bool, precision_loss: bool, pin, monkeypatch) -> None:
+    """The builtin-access build (vload_half, what GPUs get) as well as PoCL's, in float32 and
+    half storage (computed in half where the device has cl_khr_fp16), split K included."""
+    monkeypatch.setattr(
+        _device.DeviceHandle, "plain_access", property(lambda self, plain=plain: plain)
+    )
+    op, shape, co, conv = PRODUCTS["conv3x3_k2700"]
+    content = product_model(op, shape, co, **conv)
+    inputs = model_inputs(content)
+    pin(GemmChoice(TILE_LIST[2], 4))
+    found, stats = run(content, inputs, kernel_family="gpu", precision_loss_allowed=precision_loss)
+    assert stats["launched"] == ["tconv_32x64", "tgemm_reduce"]
+    assert_close(found, run_litert(None, inputs, content), tol=1e-2 if precision_loss else 1e-4)
+
+
+# -- whole models -------------------------------------------------------------------------------
+
+MODELS = {name: path for name, path in face_models().items()}
+if MOBILENET.exists():
+    MODELS[MOBILENET.name] = MOBILENET
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("units", [None, H100_UNITS], ids=["this_device", "h100_rule"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_on_the_gpu_family_matches_litert(name: str, units: int | None, monkeypatch) -> None:
+    """Whole models, with the rule of thumb for this device or for a 132-unit GPU (which
+    splits K on their short products)."""
+    if units is not None:
+        from offload_gpu_opencl._tiling import FixedChooser
+
+        monkeypatch.setattr(_kernel, "gemm_chooser", lambda *args: FixedChooser(units))
+    path = str(MODELS[name])
+    interp = offload.Interpreter(model_path=path)
+    inputs = random_inputs(interp.get_input_details())
+    delegate = offload.load_delegate("gpu_opencl", options={"kernel_family": "gpu"})
+    interp = offload.Interpreter(model_path=path, delegates=[delegate])
+    interp.allocate_tensors()
+    assert not interp.delegation_report()["restored_to_cpu"]
+    for detail, value in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], value)
+    interp.invoke()
+    launched = [
+        k.function_name for kernel in interp.delegate_kernels().values() for k, _, _ in kernel.calls
+    ]
+    assert any(k.startswith(("tgemm_", "tconv_")) for k in launched)
+    assert not any(k.startswith(("matmul_", "conv2d_")) for k in launched)
+    found = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    assert_close(found, run_litert(path, inputs))
+
+
+# -- concatenation in place ----------------------------------------------------------------------
+
+
+def inception_block(pool_branch: bool) -> bytes:
+    """Branches concatenated on channels, as in InceptionV3: a 1x1 convolution, a 3x3 one
+    whose RELU is a node of its own (fused), optionally a max pool (which is copied)."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 9, 7, 12))
+    same = {"padding": "SAME", "stride_h": 1, "stride_w": 1}
+    a = b.add_tensor("a", (1, 9, 7, 10))
+    b.add_operator(
+        "CONV_2D",
+        [x, b.add_constant("w1", uniform(10, 1, 1, 12)), b.add_constant("b1", uniform(10))],
+        [a],
+        {**same, "fused_activation_function": "RELU"},
+    )
+    c = b.add_tensor("c", (1, 9, 7, 5))
+    b.add_operator(
+        "CONV_2D",
+        [x, b.add_constant("w3", uniform(5, 3, 3, 12)), b.add_constant("b3", uniform(5))],
+        [c],
+        same,
+    )
+    r = b.add_tensor("r", (1, 9, 7, 5))
+    b.add_operator("RELU", [c], [r])
+    branches = [a, r]
+    if pool_branch:
+        p = b.add_tensor("p", (1, 9, 7, 12))
+        b.add_operator("MAX_POOL_2D", [x], [p], {**same, "filter_height": 3, "filter_width": 3})
+        branches.insert(1, p)
+    channels = 15 + 12 * pool_branch
+    y = b.add_tensor("y", (1, 9, 7, channels))
+    b.add_operator("CONCATENATION", branches, [y], {"axis": 3})
+    z = b.add_tensor("z", (1, 9, 7, 6))
+    b.add_operator(
+        "CONV_2D",
+        [y, b.add_constant("w4", uniform(6, 1, 1, channels)), b.add_constant("b4", uniform(6))],
+        [z],
+        same,
+    )
+    b.add_output(z)
+    return b.build()  # fmt: skip
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("split", [1, 2])
+@pytest.mark.parametrize("pool_branch", [False, True], ids=["products_only", "with_pool"])
+def test_products_write_into_the_concatenation(pool_branch: bool, split: int, pin) -> None:
+    """Each product writes its channels of the concatenation in place, unsplit or through the
+    split-K reduction; only the pool's output is copied, and a concatenation of products alone
+    launches nothing."""
+    content = inception_block(pool_branch)
+    inputs = model_inputs(content)
+    pin(GemmChoice(TILE_LIST[2], split))
+    found, stats = run(content, inputs, kernel_family="gpu")
+    assert stats["launched"].count("copy_block") == int(pool_branch), stats["launched"]
+    assert_close(found, run_litert(None, inputs, content))
+
+
+# -- the autotuner ------------------------------------------------------------------------------
+
+
+def two_products() -> bytes:
+    """A pointwise convolution and a 3x3 one: two distinct products to tune."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 10, 9, 24))
+    y = b.add_tensor("y", (1, 10, 9, 40))
+    b.add_operator(
+        "CONV_2D",
+        [x, b.add_constant("w1", uniform(40, 1, 1, 24)), b.add_constant("b1", uniform(40))],
+        [y],
+        {"padding": "SAME", "stride_h": 1, "stride_w": 1},
+    )
+    z = b.add_tensor("z", (1, 10, 9, 17))
+    b.add_operator(
+        "CONV_2D",
+        [y, b.add_constant("w2", uniform(17, 3, 3, 40)), b.add_constant("b2", uniform(17))],
+        [z],
+        {"padding": "SAME", "stride_h": 1, "stride_w": 1, "fused_activation_function": "RELU"},
+    )
+    b.add_output(z)
+    return b.build()  # fmt: skip
+
+
+def tune(content: bytes, inputs: list[np.ndarray], cache_dir: Path) -> tuple[list, dict, object]:
+    """One init with the autotuner on, this process's memo of searches forgotten first."""
+    forget_tuning()
+    delegate = offload.load_delegate(
+        "gpu_opencl",
+        options={"kernel_family": "gpu", "autotune": True, "serialization_dir": str(cache_dir)},
+    )
+    interp = offload.Interpreter(model_content=content, delegates=[delegate])
+    interp.allocate_tensors()
+    for detail, value in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], value)
+    interp.invoke()
+    (kernel,) = interp.delegate_kernels().values()
+    outputs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    return outputs, kernel.stats()["kernels"], kernel
+
+
+@pytest.mark.litert
+def test_autotuner_choices_are_cached(tmp_path: Path) -> None:
+    """The first init times both products; a warm start reads the choices and times none."""
+    content = two_products()
+    inputs = model_inputs(content)
+    expected = run_litert(None, inputs, content)
+    found, first, _ = tune(content, inputs, tmp_path)
+    assert first["searched"] == 2 and first["from_cache"] == 0
+    assert_close(found, expected)
+    found, second, _ = tune(content, inputs, tmp_path)
+    assert second["searched"] == 0 and second["from_cache"] == 2
+    assert_close(found, expected)
+
+
+@pytest.mark.litert
+def test_autotuner_searches_again_past_bad_entries(tmp_path: Path) -> None:
+    """A damaged entry, or one whose names are no candidates, is searched again and rewritten:
+    no crash, right results."""
+    content = two_products()
+    inputs = model_inputs(content)
+    expected = run_litert(None, inputs, content)
+    _, _, kernel = tune(content, inputs, tmp_path)
+    key = tuning_key(kernel.key, kernel.build_options)
+    path = kernel.cache.path(key, "json")
+
+    path.write_bytes(path.read_bytes()[:-9] + b"garbage!!")  # fails its seal
+    found, stats, _ = tune(content, inputs, tmp_path)
+    assert stats["searched"] == 2
+    assert_close(found, expected)
+
+    stored = json.loads(kernel.cache.load(key, "json"))
+    wrong = dict.fromkeys(stored["choices"], "999x64/s3")
+    wrong[next(iter(wrong))] = {"tile": "64x64"}
+    kernel.cache.store(key, "json", json.dumps({"format": 1, "choices": wrong}).encode())
+    found, stats, _ = tune(content, inputs, tmp_path)
+    assert stats["searched"] == 2
+    assert_close(found, expected)
+    rewritten = json.loads(kernel.cache.load(key, "json"))["choices"]
+    assert all(parse_choice(name) is not None for name in rewritten.values())
+
+    kernel.cache.store(key, "json", b"[1, 2")  # sealed, but not JSON
+    found, stats, _ = tune(content, inputs, tmp_path)
+    assert stats["searched"] == 2
+    assert_close(found, expected)
+    _, stats, _ = tune(content, inputs, tmp_path)
+    assert stats["searched"] == 0

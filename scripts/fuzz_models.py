@@ -125,9 +125,10 @@ def main() -> int:
             case = unfinished[0] + 1
         else:
             case += args.batch
-    print(f"cases {args.first_case}..{case - 1}: " + ", ".join(
-        f"{n} {k}" for k, n in sorted(outcomes.items(), key=lambda kv: -kv[1])
-    ))
+    print(
+        f"cases {args.first_case}..{case - 1}: "
+        + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items(), key=lambda kv: -kv[1]))
+    )
     print(f"{findings} finding(s)" + (f", written to {args.out}/" if findings else ""))
     return 1 if findings else 0
 

@@ -20,10 +20,12 @@ Conversion uses the helpers of ``make_fixtures.py`` so the two corpora are made 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import inspect
 import json
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -69,13 +71,19 @@ def convert(model: keras.Model, variant: str) -> bytes:
     return fx.convert(model, model.name, variant, int8_io=True)
 
 
+def _code(function: Callable) -> str:
+    """A function's code as its syntax tree: reformatting or comments do not change it."""
+    return ast.dump(ast.parse(textwrap.dedent(inspect.getsource(function))))
+
+
 def recipe_hash(name: str, variant: str) -> str:
     """Changes when the model's builder, the conversion code or TensorFlow changes."""
     parts = [
-        inspect.getsource(MODELS[name]),
-        inspect.getsource(fx.convert),
-        inspect.getsource(fx.qat_model),
-        inspect.getsource(fx.randomise_batch_norm),
+        _code(MODELS[name]),
+        _code(fx.convert),
+        _code(fx.qat_model),
+        _code(fx.randomise_batch_norm),
+        _code(fx.samples),
         variant,
         tf.__version__,
         str(fx.SEED),

@@ -186,3 +186,42 @@ def test_uint8_per_tensor() -> None:
         out_q=(2.0**-2, 128),
     )
     _assert_same(got, want)
+
+
+@pytest.mark.parametrize(
+    "stride, dilation, multiplier, padding",
+    [
+        (2, 1, 2, "VALID"),  # a multiplier: each input channel read twice
+        (1, 2, 1, "SAME"),  # dilated taps: one phase, rows and columns two apart
+        (2, 3, 1, "SAME"),  # odd dilation over two phases: taps alternate between them
+    ],
+)
+@pytest.mark.parametrize("runtime", [False, True])
+def test_int8_tap_groups(stride, dilation, multiplier, padding, runtime) -> None:
+    """int8 sums each stride phase's taps in one einsum over a strided view and requantizes in
+    float64 (int64 when weights and bias arrive at run time): the same integers as LiteRT for
+    strides, dilations and depth multipliers that change which taps share a phase."""
+    rng = np.random.default_rng(17)
+    x = rng.integers(-128, 128, (1, 23, 19, 12)).astype(np.int8)
+    c = 12 * multiplier
+    w = rng.integers(-127, 128, (1, 3, 3, c)).astype(np.int8)
+    scales = (rng.random(c) * 2e-3 + 5e-4).astype(np.float32)
+    in_scale = np.float32(0.02)
+    bias = rng.integers(-3000, 3000, c).astype(np.int32)
+    options = _options(padding, stride, multiplier=multiplier)
+    options["dilation_w_factor"] = options["dilation_h_factor"] = dilation
+    g = window_geometry(padding, x.shape[1:3], (3, 3), (stride, stride), (dilation, dilation))
+    got, want = run_both(
+        "DEPTHWISE_CONV_2D",
+        [
+            Operand(x, q=(in_scale, 5)),
+            Operand(w, not runtime, q=(scales, 0), qdim=3),
+            Operand(bias, not runtime, q=(scales * in_scale, 0)),
+        ],
+        (1, g.out_h, g.out_w, c),
+        np.int8,
+        options,
+        version=3,
+        out_q=(0.05, -7),
+    )
+    _assert_same(got, want)

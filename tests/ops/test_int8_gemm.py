@@ -131,6 +131,40 @@ def test_transpose_conv_requantizes_the_last_channels_one_by_one(x_dtype, bias_d
 
 @pytest.mark.litert
 @pytest.mark.parametrize(
+    "x_shape,kernel,strides,padding,out_hw",
+    [
+        ((2, 5, 7, 6), (4, 4), (2, 2), "SAME", (10, 14)),  # two batches, 4 taps a phase
+        ((1, 6, 5, 3), (2, 3), (3, 2), "VALID", (17, 11)),  # strides differ, a kernel
+        ((1, 4, 4, 5), (1, 2), (3, 3), "SAME", (12, 12)),  # smaller than its stride: empty
+        ((1, 7, 3, 4), (5, 3), (1, 2), "SAME", (7, 6)),  # phases, padding cut mid-phase
+    ],
+    ids=["batch", "uneven", "sparse", "padded"],
+)
+def test_transpose_conv_phases(x_shape, kernel, strides, padding, out_hw) -> None:
+    """The int8 TRANSPOSE_CONV scatters its taps into one grid per output phase (row and
+    column mod stride) and interleaves them: geometries where phases get several taps, none,
+    or start inside the padding, against LiteRT bit for bit."""
+    cout = 9  # eight channels requantized like ruy, the last one the reference way
+    w = ints(np.int8, cout, *kernel, x_shape[3], lo=-127, hi=127)
+    w_scales = RNG.uniform(0.005, 0.02, cout).astype(np.float32)
+    check(
+        "TRANSPOSE_CONV",
+        [
+            In(np.array([x_shape[0], *out_hw, cout], np.int32), True),
+            In(w, True, (w_scales, 0)),
+            In(ints(np.int8, *x_shape, lo=-128, hi=127), q=(0.05, 7)),
+            In(ints(np.int32, cout, lo=-2000, hi=2000), True, (w_scales * 0.05, 0)),
+        ],
+        (x_shape[0], *out_hw, cout),
+        np.int8,
+        {"padding": padding, "stride_h": strides[0], "stride_w": strides[1]},
+        version=3,
+        out_q=(0.2, -5),
+    )
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize(
     "x_shape,filters,stride,padding",
     [
         ((1, 112, 112, 16), (96, 1, 1), 1, "SAME"),  # MobileNetV2's widest pointwise conv

@@ -139,6 +139,20 @@ def test_float_hard_swish_multiplies_in_litert_order(shape) -> None:
 
 
 @pytest.mark.litert
+@pytest.mark.parametrize("dtype, zero_points", [(np.int8, (-5, -30)), (np.uint8, (120, 100))])
+@pytest.mark.parametrize("shape", [(1, 112, 112, 16), (1, 15, 15, 13)])
+def test_quantized_hard_swish_by_byte_pairs(shape, dtype, zero_points) -> None:
+    """8-bit HARD_SWISH looks inputs up two bytes at a time: every pair of codes, and an odd
+    size's last byte on its own, give LiteRT's values (MobileNetV3-Small's first activation,
+    and a size with one element left over)."""
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(5).integers(info.min, info.max + 1, shape).astype(dtype)
+    (zi, zo) = zero_points
+    got, want = run_both("HARD_SWISH", [Operand(x, q=(0.05, zi))], shape, dtype, out_q=(0.03, zo))
+    _assert_same(got, want)
+
+
+@pytest.mark.litert
 def test_hybrid_input_quantization_matches_litert() -> None:
     """quantize_rows (asymmetric) is the input quantization LiteRT's hybrid kernels run: checked
     through a 1x1 hybrid depthwise with unit weights and scales, whose outputs are then

@@ -40,6 +40,7 @@ __all__ = [
     "pad_spatial",
     "patches",
     "im2col",
+    "patch_columns",
     "weight_value",
     "unpack_int4",
     "output_multipliers",
@@ -89,6 +90,12 @@ def patches(
     return np.lib.stride_tricks.as_strided(padded, shape, strides, writeable=False)
 
 
+# Below this many input channels im2col gathers its patch matrix transposed: a copy of runs of
+# C values is slow when C is small (12 ns a row of 27 values for a 3-channel 3x3 window),
+# while the transposed copy runs along output pixels.
+TRANSPOSED_GATHER_MAX_CHANNELS = 8
+
+
 def im2col(
     x: np.ndarray,
     g: Geometry,
@@ -97,12 +104,34 @@ def im2col(
     dilation: tuple[int, int] = (1, 1),
     pad_value: float = 0,
 ) -> np.ndarray:
-    """The (N*OH*OW, KH*KW*C) patch matrix, rows in output order, columns in OHWI filter order."""
+    """The (N*OH*OW, KH*KW*C) patch matrix, rows in output order, columns in OHWI filter order
+    (a transposed view of :func:`patch_columns` for inputs with few channels: BLAS reads
+    either layout)."""
     n, _, _, c = x.shape
     if filter_hw == (1, 1) and stride == (1, 1) and (g.out_h, g.out_w) == x.shape[1:3]:
         return x.reshape(-1, c)  # a 1x1 stride-1 convolution is a plain GEMM on the input
+    if c <= TRANSPOSED_GATHER_MAX_CHANNELS:
+        return patch_columns(x, g, filter_hw, stride, dilation, pad_value).T
     view = patches(pad_spatial(x, g, pad_value), g, filter_hw, stride, dilation)
     return view.reshape(n * g.out_h * g.out_w, filter_hw[0] * filter_hw[1] * c)
+
+
+def patch_columns(
+    x: np.ndarray,
+    g: Geometry,
+    filter_hw: tuple[int, int],
+    stride: tuple[int, int],
+    dilation: tuple[int, int] = (1, 1),
+    pad_value: float = 0,
+    dtype: np.dtype | type | None = None,
+) -> np.ndarray:
+    """The transposed patch matrix (KH*KW*C, N*OH*OW), C-contiguous, of ``dtype`` (default
+    the input's), copied from the windows in one pass along output pixels."""
+    view = patches(pad_spatial(x, g, pad_value), g, filter_hw, stride, dilation)
+    n, oh, ow, kh, kw, c = view.shape
+    columns = np.empty((kh, kw, c, n, oh, ow), dtype or x.dtype)
+    np.copyto(columns, view.transpose(3, 4, 5, 0, 1, 2), casting="unsafe")
+    return columns.reshape(kh * kw * c, n * oh * ow)
 
 
 def unpack_int4(packed: np.ndarray, count: int) -> np.ndarray:
@@ -462,7 +491,11 @@ class RuyRequantizer:
             block = 1
         scale, offset = self._constants(block)
         y = scratch("requantize", gemm.size, np.float64).reshape(rows // block, -1)
-        np.multiply(gemm.reshape(y.shape), scale, out=y)
+        if gemm.dtype == np.float64:
+            np.multiply(gemm.reshape(y.shape), scale, out=y)
+        else:  # widened first: a float32 * float64 multiply casts in small buffers, slower
+            np.copyto(y, gemm.reshape(y.shape))
+            np.multiply(y, scale, out=y)
         np.add(y, offset, out=y)
         return self.store(y, out)
 
@@ -487,60 +520,93 @@ SEQUENTIAL_MAX_DEPTH = 256
 _hybrid_subgraphs: dict[int, bool] = {}
 
 
-def _in_order(parts: np.ndarray, out: np.ndarray) -> None:
-    """Sum ``parts`` along its first axis one slice after the other, in order, into ``out``:
-    numpy reduces a non-last axis that way (a pairwise sum happens only along a contiguous
-    last axis)."""
-    if len(parts):
-        np.sum(parts, axis=0, out=out)
-    else:
-        out[...] = 0
+# Pixels per pass of eigen_order_matmul: at least this many, so that numpy runs each
+# broadcast product (channels, pixels) as one long loop per channel; below about 2700 its
+# buffered iterator gathers several short rows into one buffer and runs ~4x slower.
+_ORDERED_MIN_PIXELS = 4096
+# ... and about this many products a pass, so the products and the sums stay in L2.
+_ORDERED_PASS_ELEMENTS = 1 << 16
 
 
 def eigen_order_matmul(rows: np.ndarray, weights: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``rows`` (M, K) @ ``weights`` (K, N) in float32 with the roundings and the order of
-    additions of LiteRT's float CONV_2D (see above). Products are laid out (K, N, pixels) so
-    that numpy's passes run along pixels; about ten times a BLAS GEMM's cost, so only where
-    the last bit matters."""
+    additions of LiteRT's float CONV_2D (see above). Over chunks of pixels, one product
+    (N, pixels) per k is added to the chains it belongs to, so every pass runs along pixels
+    in cache; about five times a BLAS GEMM's cost, so only where the last bit matters."""
     depth, width = weights.shape
     full = width - width % 8
     half = full + (4 if width % 8 >= 4 else 0)
-    # Pixels per chunk: long passes, products within 8 MiB.
-    chunk = max(4, min((1 << 15) // width, (1 << 21) // (depth * width)))
+    # (first channel, end, chains, depth the chains cover): the remaining k of a group are
+    # added in order to the chains' sum.
+    groups = [(0, full, 1, depth)] if full else []
+    if half > full:
+        groups.append((full, half, 2, depth - depth % 8))
+    if width > half:
+        groups.append((half, width, 4, depth - depth % 4))
+    chunk = max(_ORDERED_MIN_PIXELS, _ORDERED_PASS_ELEMENTS // width)
     size = min(chunk, len(rows))
-    products = scratch("ordered_products", depth * width * size, np.float32)
+    product = scratch("ordered_product", width * size, np.float32)
     sums = scratch("ordered_sums", width * size, np.float32)
+    # Chains 1-3 of the half packet and the last channels (chain 0 lives in the sums).
+    spare = scratch("ordered_chains", 3 * (width - full) * size, np.float32)
     columns = np.ascontiguousarray(rows.T)
+    weight_columns = weights[:, :, None]  # (K, N, 1): weights[k] against a row of pixels
     for start in range(0, len(rows), chunk):
         stop = min(start + chunk, len(rows))
         count = stop - start
-        block = products[: depth * width * count].reshape(depth, width, count)
-        np.multiply(weights[:, :, None], columns[:, None, start:stop], out=block)
         acc = sums[: width * count].reshape(width, count)
-        _in_order(block[:, :full], acc[:full])
-        if half > full:
-            peel = depth - depth % 8
-            _in_order(block[0:peel:2, full:half], acc[full:half])
-            odd = np.empty((half - full, count), np.float32)
-            _in_order(block[1:peel:2, full:half], odd)
-            acc[full:half] += odd
-            for k in range(peel, depth):
-                acc[full:half] += block[k, full:half]
-        if width > half:
-            peel = depth - depth % 4
-            lanes = np.empty((4, width - half, count), np.float32)
-            for lane in range(4):
-                _in_order(block[lane:peel:4, half:], lanes[lane])
-            np.add(lanes[0], lanes[1], out=acc[half:])
-            acc[half:] += lanes[2] + lanes[3]
-            for k in range(peel, depth):
-                acc[half:] += block[k, half:]
+        p = product[: width * count].reshape(width, count)
+        pixels = columns[:, start:stop]
+        np.multiply(weight_columns[0], pixels[0], out=acc)
+        acc += 0  # Eigen's chains start from zero: 0 + -0 is +0
+        if full == width:  # packets of 8 only: one chain a channel (the common case)
+            for k in range(1, depth):
+                np.multiply(weight_columns[k], pixels[k], out=p)
+                np.add(acc, p, out=acc)
+        else:
+            chains = spare[: 3 * (width - full) * count].reshape(3, width - full, count)
+            _ordered_groups(groups, weight_columns, pixels, acc, p, chains, full)
         out[start:stop] = acc.T
     tail = len(rows) % 4
     if tail and full < width:  # the last pixels: one chain in every channel
         last = np.multiply(weights[:, :, None], columns[:, None, -tail:])
         out[-tail:] = np.sum(last, axis=0).T
     return out
+
+
+def _ordered_groups(
+    groups: list[tuple[int, int, int, int]],
+    weight_columns: np.ndarray,
+    pixels: np.ndarray,
+    acc: np.ndarray,
+    p: np.ndarray,
+    chains: np.ndarray,
+    full: int,
+) -> None:
+    """The chains of :func:`eigen_order_matmul` where a half packet or last channels keep
+    several: ``acc`` holds every group's chain 0 (0 + product 0 already in it), ``chains``
+    the others of the channels from ``full`` on."""
+    depth = len(pixels)
+    for k in range(1, depth + 1):
+        if k < depth:
+            np.multiply(weight_columns[k], pixels[k], out=p)
+        for lo, hi, lanes, peel in groups:
+            if lanes > 1 and k == peel:
+                # The chains summed as Eigen adds its packets: 0 + 1, (0 + 1) + (2 + 3).
+                own = chains[:, lo - full : hi - full]
+                acc[lo:hi] += own[0]
+                if lanes == 4:
+                    own[1] += own[2]
+                    acc[lo:hi] += own[1]
+            if k == depth:
+                continue
+            lane = k % lanes if k < peel else 0
+            if lane == 0:
+                acc[lo:hi] += p[lo:hi]
+            elif k < lanes:
+                np.add(p[lo:hi], 0, out=chains[lane - 1, lo - full : hi - full])
+            else:
+                chains[lane - 1, lo - full : hi - full] += p[lo:hi]
 
 
 def has_hybrid_kernels(subgraph: Subgraph) -> bool:

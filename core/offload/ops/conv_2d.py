@@ -21,6 +21,7 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     ROWS_PER_CHUNK_ELEMENTS,
     SEQUENTIAL_MAX_DEPTH,
+    TRANSPOSED_GATHER_MAX_CHANNELS,
     IntegerGemm,
     Rounding,
     RuyRequantizer,
@@ -74,6 +75,10 @@ def conv_shape(
     )
     g = window_geometry(padding, (x[1], x[2]), (f[1], f[2]), stride, dilation)
     return g, (x[0], g.out_h, g.out_w, f[0])
+
+
+# Fused activations that apply_fused_activation computes in place, chunk by chunk.
+_IN_PLACE_ACTIVATIONS = (None, "NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
 @register
@@ -187,6 +192,8 @@ class Conv2D(OpKernel):
                 pad_spatial(x, g, pad_value), g, self.kernel_hw, self.stride, self.dilation
             )
         depth = source.shape[3] * source.shape[4] * source.shape[5]
+        # Few input channels: gathered transposed, along output pixels (see im2col).
+        transposed = depth > 1 and source.shape[5] <= TRANSPOSED_GATHER_MAX_CHANNELS
         # Enough rows for an efficient GEMM, few enough to stay in cache.
         lines = max(ROWS_PER_CHUNK_ELEMENTS // (ow * max(depth, cout)), -(-256 // ow), 1)
         for b in range(n):
@@ -194,8 +201,13 @@ class Conv2D(OpKernel):
                 window = source[b, top : top + lines]
                 count = window.shape[0] * ow
                 cols = scratch("conv_cols", count * depth, dtype)
-                np.copyto(cols.reshape(window.shape), window)
-                yield (b * oh + top) * ow, cols.reshape(count, depth)
+                if transposed:
+                    gathered = window.transpose(2, 3, 4, 0, 1)
+                    np.copyto(cols.reshape(gathered.shape), gathered)
+                    yield (b * oh + top) * ow, cols.reshape(depth, count).T
+                else:
+                    np.copyto(cols.reshape(window.shape), window)
+                    yield (b * oh + top) * ow, cols.reshape(count, depth)
 
     def _run_fast(self, x: np.ndarray, g: Geometry, shape: Shape, out: np.ndarray | None):
         """The exact float path, chunk by chunk of output rows (see the module docstring)."""
@@ -305,6 +317,7 @@ class Conv2D(OpKernel):
         flat = result.reshape(-1, cout)
         rows_per_batch = shape[1] * ow
         bias_row = None if bias is None else np.tile(np.asarray(bias, np.float32).ravel(), ow)
+        in_place = self.activation in _IN_PLACE_ACTIVATIONS
         for b in range(n):
             # One float32 scale per channel: the input scale folded into the filter's first.
             scale = (self.scales * in_scale[b]).astype(np.float32)
@@ -316,16 +329,20 @@ class Conv2D(OpKernel):
             for row, cols in self._patch_rows(
                 codes[b : b + 1], g, batch_shape, int(zero_points[b]), gemm.dtype
             ):
-                acc = gemm(cols)
-                dst = flat[first + row : first + row + cols.shape[0]]
-                lines = (-1, ow * cout)
+                acc = gemm(cols).reshape(-1, ow * cout)
+                dst = flat[first + row : first + row + cols.shape[0]].reshape(acc.shape)
                 if zero_points[b]:
-                    np.subtract(acc.reshape(lines), share_row, out=acc.reshape(lines))
-                np.copyto(dst, acc)  # float64 sums: the one rounding to float32
-                np.multiply(dst.reshape(lines), scale, out=dst.reshape(lines))
+                    np.subtract(acc, share_row, out=acc)
+                if acc.dtype == np.float32:  # exact integers, or rounded once: as the int32
+                    np.multiply(acc, scale, out=dst)  # -> float conversion rounds
+                else:
+                    np.copyto(dst, acc)  # float64 sums: the one rounding to float32
+                    np.multiply(dst, scale, out=dst)
                 if bias_row is not None:
-                    np.add(dst.reshape(lines), bias_row, out=dst.reshape(lines))
-        return apply_fused_activation(result, self.activation)
+                    np.add(dst, bias_row, out=dst)
+                if in_place:  # while the chunk is in cache
+                    apply_fused_activation(dst, self.activation)
+        return result if in_place else apply_fused_activation(result, self.activation)
 
     def _run_hybrid(self, x, w, bias, g, shape) -> np.ndarray:
         n = x.shape[0]

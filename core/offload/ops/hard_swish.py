@@ -4,7 +4,7 @@ float32 in the order of LiteRT's optimized kernel (see :func:`_hard_swish`).
 
 int8/uint8 follow TFLite's 16-bit fixed-point algorithm (input on a 2^7 finer scale, a
 saturating "relu-ish" factor in [0, 1], a truncating doubling high multiply), tabulated over
-all 256 inputs at setup.
+all 256 inputs at setup, and looked up two bytes at a time (:class:`PairLut`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,35 @@ def _hard_swish(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 _hard_swish.takes_out = True  # type: ignore[attr-defined]
+
+
+class PairLut:
+    """An 8-bit :class:`~offload.ops._lut.Lut` applied to two adjacent bytes per lookup: a
+    65536-entry table of output byte pairs (128 KiB, cache-resident) indexed by the input
+    viewed as uint16. numpy's gather costs about the same per index whatever the index type,
+    so half the indices take less than half the time of a byte-wise fancy index. Each byte of
+    a pair maps through the byte table on its own, so the result does not depend on the
+    machine's byte order."""
+
+    def __init__(self, lut: Lut) -> None:
+        self.lut = lut
+        self.dtype = lut.table.dtype
+        byte = lut.table.view(np.uint8).astype(np.uint16)  # indexed by the input's unsigned view
+        pair = np.arange(65536, dtype=np.uint32)
+        self.pairs = (byte[pair & 0xFF] | (byte[pair >> 8] << 8)).astype(np.uint16)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        if x.dtype != self.lut.in_dtype:
+            return self.lut(x)  # raises the Lut's own type error
+        flat = x.reshape(-1)
+        out = np.empty(x.shape, self.dtype)
+        result = out.reshape(-1)
+        even = flat.size // 2 * 2
+        np.take(self.pairs, flat[:even].view(np.uint16), out=result[:even].view(np.uint16))
+        if even < flat.size:
+            result[even:] = self.lut(flat[even:])
+        return out
 
 
 def _to_int16_multiplier(m32: int) -> int:
@@ -100,4 +129,4 @@ class HardSwish(UnaryOp):
             out = rounding_divide_by_pot(out, -out_exp)
             return out + zo
 
-        return Lut(lut_from_int(rule, self.dtype))
+        return PairLut(Lut(lut_from_int(rule, self.dtype)))

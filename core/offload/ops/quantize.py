@@ -27,33 +27,52 @@ from offload.ops._registry import register
 
 # Values AffineQuantize converts per NEON vector pair before its scalar tail loop.
 _LANES = 8
+# The output types' ranges, looked up once: np.iinfo costs microseconds on every small tensor.
+_RANGES = {np.dtype(t): dtype_range(t) for t in (np.int8, np.uint8, np.int16)}
 
 
 def affine_quantize(
-    x: np.ndarray, scale: np.float32, zero_point: int, dtype: np.dtype
+    x: np.ndarray,
+    scale: np.float32,
+    zero_point: int,
+    dtype: np.dtype,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """optimized_ops::AffineQuantize on x86 (see the module docstring). A value whose rounded
-    quotient leaves int32 (or NaN) converts to INT32_MIN, as x86's conversions do, and so
-    clamps to the type's minimum."""
+    """optimized_ops::AffineQuantize on x86 (see the module docstring), into ``out`` when it is
+    a C-contiguous array of the right size and type. A value whose rounded quotient leaves
+    int32 (or NaN) converts to INT32_MIN, as x86's conversions do, and so clamps to the type's
+    minimum."""
     flat = np.asarray(x, np.float32).reshape(-1)
     lanes = flat.size // _LANES * _LANES
     rounded = np.empty(flat.size, np.float32)  # whole numbers: exact while in range
-    np.multiply(flat[:lanes], np.float32(1.0 / np.float64(scale)), out=rounded[:lanes])
-    np.rint(rounded[:lanes], out=rounded[:lanes])
-    rounded[lanes:] = round_half_away_f32(flat[lanes:].astype(np.float64) / np.float64(scale))
-    lo, hi = dtype_range(dtype)
-    out_of_range = ~(rounded < np.float32(2.0**31))  # NaN as well; below -2**31 clamps anyway
+    head = rounded[:lanes]
+    np.multiply(flat[:lanes], np.float32(1.0 / np.float64(scale)), out=head)
+    np.rint(head, out=head)
+    if lanes < flat.size:
+        tail = flat[lanes:].astype(np.float64) / np.float64(scale)
+        rounded[lanes:] = round_half_away_f32(tail)
+    lo, hi = _RANGES.get(dtype) or dtype_range(dtype)
+    # NaN as well; below -2**31 clamps anyway. The maximum (NaN if any is) is one fast read,
+    # so the element-wise test runs only when something is out of range.
+    out_of_range = None
+    if rounded.size and not rounded.max() < np.float32(2.0**31):
+        out_of_range = ~(rounded < np.float32(2.0**31))
     rounded += np.float32(zero_point)
-    np.clip(rounded, lo, hi, out=rounded)
-    if out_of_range.any():
+    rounded.clip(lo, hi, out=rounded)
+    if out_of_range is not None:
         rounded[out_of_range] = lo
-    return rounded.astype(dtype).reshape(np.shape(x))
+    shape = np.shape(x)
+    if out is None or out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+        out = np.empty(shape, dtype)
+    np.copyto(out.reshape(-1), rounded, casting="unsafe")  # whole numbers in range: exact
+    return out
 
 
 @register
 class Quantize(OpKernel):
     op = "QUANTIZE"
     max_version = 6
+    writes_into = True
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
@@ -82,11 +101,11 @@ class Quantize(OpKernel):
             self.multiplier, self.shift = quantize_multiplier(si / so)
             self.clamp = dtype_range(self.dtype)
 
-    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:  # type: ignore[override]
         out_q = self.outputs[0].quantization
         assert out_q is not None
         if self.affine:
-            return affine_quantize(x, self.scale, self.zero_point, self.dtype)
+            return affine_quantize(x, self.scale, self.zero_point, self.dtype, out)
         if self.from_float:
             # quantize() broadcasts against a (1,) scale, which would give a scalar a dimension.
             return quantize(x, out_q, self.dtype).reshape(np.shape(x))

@@ -9,7 +9,13 @@ import pytest
 from test_conv_family import In, check, conv_opts, ints
 
 import offload
-from offload.ops._conv import RuyRequantizer, eigen_order_matmul, gemm_dtype, requantize_ruy
+from offload.ops._conv import (
+    RuyRequantizer,
+    eigen_order_gemv,
+    eigen_order_matmul,
+    gemm_dtype,
+    requantize_ruy,
+)
 from offload.quant import quantize_multipliers
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")
@@ -286,6 +292,24 @@ def test_eigen_order_matmul_is_litert_float_conv(m, k, n) -> None:
     b = RNG.standard_normal(n).astype(np.float32)
     got = eigen_order_matmul(x, w, np.empty((m, n), np.float32)) + b
     want = _litert_pointwise(x, w, b)
+    differ = np.flatnonzero(got != want)
+    assert differ.size == 0, f"{differ.size} of {want.size} differ, first at {differ[:5]}"
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize(
+    "k,n", [(16, 8), (8, 16), (3, 5), (17, 24), (100, 3), (576, 144), (1000, 100)]
+)
+def test_eigen_order_gemv_is_litert_single_pixel_conv(k, n) -> None:
+    """A single output pixel (MobileNetV3's squeeze-excite 1x1 convolutions on 1x1xC, float
+    in a dynamic-range model): Eigen's matrix-vector product, 4-float lanes reduced
+    (0 + 2) + (1 + 3), then the k past the last multiple of 4. A plain chain over k, as for
+    the GEMM's packets, differs on a quarter of the outputs at K=16."""
+    x = RNG.standard_normal((1, k)).astype(np.float32)
+    w = (RNG.standard_normal((k, n)) * 0.3).astype(np.float32)
+    b = RNG.standard_normal(n).astype(np.float32)
+    got = eigen_order_gemv(x[0], w, np.empty(n, np.float32)) + b
+    want = _litert_pointwise(x, w, b)[0]
     differ = np.flatnonzero(got != want)
     assert differ.size == 0, f"{differ.size} of {want.size} differ, first at {differ[:5]}"
 

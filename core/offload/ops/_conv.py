@@ -56,6 +56,7 @@ __all__ = [
     "gemm_dtype",
     "float32_k_splits",
     "IntegerGemm",
+    "eigen_order_gemv",
     "eigen_order_matmul",
     "has_hybrid_kernels",
     "RuyRequantizer",
@@ -513,7 +514,8 @@ class RuyRequantizer:
 # clamp. Found by matching LiteRT bit for bit on builder-made convolutions (random M, K, N;
 # one thread and the default pool). It holds while K fits one of Eigen's depth blocks (kc),
 # which depends on the CPU's L1 size: 576 here, at least 288 with a 32 KiB L1. Tiny products
-# (M + N + K < 20) and a single output pixel or channel take other Eigen paths. BLAS sums in
+# (M + N + K < 20) and a single output channel take other Eigen paths; a single output
+# pixel is Eigen's matrix-vector product (eigen_order_gemv). BLAS sums in
 # another order and differs in the last bit on ~30-60% of outputs.
 SEQUENTIAL_MAX_DEPTH = 256
 
@@ -571,6 +573,29 @@ def eigen_order_matmul(rows: np.ndarray, weights: np.ndarray, out: np.ndarray) -
     if tail and full < width:  # the last pixels: one chain in every channel
         last = np.multiply(weights[:, :, None], columns[:, None, -tail:])
         out[-tail:] = np.sum(last, axis=0).T
+    return out
+
+
+def eigen_order_gemv(row: np.ndarray, weights: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """One output pixel: ``row`` (K,) @ ``weights`` (K, N) as Eigen's row-major
+    matrix-vector product sums it, which LiteRT takes for a single pixel (the 1x1
+    squeeze-excite convolutions): each output is a dot product in 4-float SSE lanes, lane
+    ``k % 4`` one chain from zero over the largest multiple of 4, the lanes reduced as
+    ``(0 + 2) + (1 + 3)``, then the remaining k in order. Products rounded to float32 (no
+    FMA). Matched bit for bit against LiteRT for K from 1 to 1000."""
+    depth = len(row)
+    products = np.multiply(row[:, None], weights, dtype=np.float32)
+    packed = depth - depth % 4
+    zero = np.zeros((1, weights.shape[1]), np.float32)
+    lanes = [
+        # accumulate runs along axis 0 one row after another: a chain, unlike add.reduce.
+        np.add.accumulate(np.concatenate([zero, products[lane:packed:4]]), axis=0)[-1]
+        for lane in range(4)
+    ]
+    total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
+    for k in range(packed, depth):
+        total += products[k]
+    out[...] = total
     return out
 
 

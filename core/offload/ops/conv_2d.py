@@ -27,6 +27,7 @@ from offload.ops._conv import (
     RuyRequantizer,
     bias_is_wide,
     check_bias,
+    eigen_order_gemv,
     eigen_order_matmul,
     filter_scales,
     filter_zero_point,
@@ -265,10 +266,12 @@ class Conv2D(OpKernel):
                 fits = self.fits(out, shape, np.dtype(np.float32))
                 result = out if fits else np.empty(shape, np.float32)
                 flat = result.reshape(cols.shape[0], shape[3])
-                # Eigen computes a single output pixel or channel as a matrix-vector product
-                # and tiny products coefficient-wise, in other orders: BLAS there.
+                # Eigen computes a single output pixel as a matrix-vector product; a single
+                # output channel and tiny products in orders not emulated: BLAS there.
                 tiny = sum(cols.shape) + flat.shape[1] < 20
-                if self._sequential and min(flat.shape) > 1 and not tiny:
+                if self._sequential and flat.shape[0] == 1 and flat.shape[1] > 1:
+                    eigen_order_gemv(cols[0], w[0], flat[0])
+                elif self._sequential and min(flat.shape) > 1 and not tiny:
                     eigen_order_matmul(cols, w[0], flat)
                 else:
                     np.matmul(cols, w[0], out=flat)

@@ -3,11 +3,9 @@ numpy re-derivations of the rules they share (padding, windows, hybrid input qua
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 import pytest
+from _one_op import Operand, build
 
 import offload
 from offload.geometry import geometry
@@ -20,43 +18,12 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 RNG = np.random.default_rng(7)
 
 
-@dataclass
-class In:
-    """One op input: a value, whether it is a constant, and its quantization."""
-
-    value: np.ndarray | None
-    const: bool = False
-    q: Any = None
-    qdim: int = 0
+# One op input (value, constant or not, quantization): the shared single-op builder's.
+In = Operand
 
 
 def _build(op: str, ins: list[In], out_shape, out_dtype, options, version, out_q):
-    b = builder.ModelBuilder()
-    idx, feeds = [], []
-    for k, spec in enumerate(ins):
-        if spec.value is None:
-            idx.append(-1)
-        elif spec.const:
-            idx.append(
-                b.add_constant(
-                    f"c{k}", spec.value, quantization=spec.q, quantized_dimension=spec.qdim
-                )
-            )
-        else:
-            idx.append(
-                b.add_input(
-                    f"x{k}",
-                    spec.value.shape,
-                    spec.value.dtype,
-                    quantization=spec.q,
-                    quantized_dimension=spec.qdim,
-                )
-            )
-            feeds.append(spec.value)
-    y = b.add_tensor("y", out_shape, out_dtype, quantization=out_q)
-    b.add_operator(op, idx, [y], options, version=version)
-    b.add_output(y)
-    return b.build(), feeds
+    return build(op, ins, out_shape, out_dtype, options, version=version, out_q=out_q)
 
 
 def check(op, ins, out_shape, out_dtype, options, version=1, out_q=None, int_tol=0):

@@ -29,14 +29,15 @@ __all__ = [
     "ACTIVATIONS",
     "BLOCKS",
     "INT_MAX",
-    "LANES",
+    "LAUNCH_SHAPES",
     "LINEAR",
     "MAX_ELEMENTS",
     "QUANTIZED",
-    "ROWS",
     "SLACK",
     "Epilogue",
+    "GroupShape",
     "Launch",
+    "LaunchShapes",
     "Lowering",
     "Ref",
     "Shape",
@@ -58,14 +59,59 @@ ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 
 # Work-group shapes. PoCL compiles a work-group function per (kernel, local size) at the first
-# enqueue, so each kernel family uses one fixed shape (measured: compiles fall from 44 to 8 per
-# model; the group size itself hardly matters there, ~2 ns per group). Dimension 0 of the
-# blocked kernels (channel blocks) and the last dimension of row kernels (image rows) are
-# exact; the others are rounded up to the group size and guarded by the kernels.
-LINEAR = (64,)  # 1-D kernels over elements (or 8-element vectors)
-BLOCKS = (1, 16)  # matmul / conv2d: (channel blocks, pixel blocks)
-ROWS = (1, 16, 1)  # dw3x3 / dwconv / pool / resize: (channel blocks, x, N*OH)
-LANES = (16, 1)  # binary8: (8-element blocks of a row, rows)
+# enqueue, so the CPU family gives each kernel family one fixed shape (measured: compiles fall
+# from 44 to 8 per model; the group size itself hardly matters there, ~2 ns per group). A GPU
+# compiles once per kernel whatever the launch, and wants other shapes (see LAUNCH_SHAPES).
+# Dimension 0 of the blocked kernels (channel blocks) and the last dimension of row kernels
+# (image rows) are exact; the others are rounded up to the group size and guarded by the kernels.
+LINEAR = (64,)  # 1-D kernels over elements (or 8-element vectors), in either family
+BLOCKS = (1, 16)  # matmul / conv2d (CPU family only): (channel blocks, pixel blocks)
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """A work-group of ``items`` work-items over a launch's first two dimensions: dimension 0
+    takes the power of two that just covers the launch's count there, kept within
+    [``least``, ``most``]; dimension 1 takes the rest of the group."""
+
+    items: int
+    least: int
+    most: int
+
+    def split(self, count: int) -> tuple[int, int]:
+        first = 1 << (max(int(count), 1) - 1).bit_length()
+        first = min(self.most, max(self.least, first))
+        return first, self.items // first
+
+
+@dataclass(frozen=True)
+class LaunchShapes:
+    """One kernel family's groups for the kernels outside the GEMMs (those tile their own).
+
+    ``rows``: dw3x3 / dwconv / pool / resize_bilinear over (channel blocks, x, N*OH), the last
+    dimension exact (a group of 1 there). ``lanes``: binary8 / lstm_gates over (8-element
+    blocks of a row, rows)."""
+
+    rows: GroupShape
+    lanes: GroupShape
+
+    def rows_local(self, channel_blocks: int) -> tuple[int, int, int]:
+        return (*self.rows.split(channel_blocks), 1)
+
+    def lanes_local(self, blocks: int) -> tuple[int, int]:
+        return self.lanes.split(blocks)
+
+
+# Per kernel family (_tiling.FAMILIES, resolved). CPU: today's fixed shapes, (1, 16, 1) and
+# (16, 1), one work-group function per kernel on PoCL. GPU: groups of 64, a multiple of the
+# 32-item warp (and of AMD's 64-item wavefront), small enough that a small image still spreads
+# over every compute unit; neighbouring items take neighbouring 8-channel blocks, so a warp
+# reads whole pixels (consecutive addresses) rather than pixels 4*S*C floats apart, and
+# dimension 0 is only as wide as the channel blocks need so few items idle on narrow tensors.
+LAUNCH_SHAPES = {
+    "cpu": LaunchShapes(rows=GroupShape(16, 1, 1), lanes=GroupShape(16, 16, 16)),
+    "gpu": LaunchShapes(rows=GroupShape(64, 1, 32), lanes=GroupShape(64, 1, 64)),
+}
 
 
 @dataclass(frozen=True)
@@ -134,6 +180,8 @@ class Lowering:
     # The GPU kernel family's tile choice for CONV_2D / FULLY_CONNECTED (_tiling), None for
     # the CPU family's register-blocked kernels.
     gemm: GemmChooser | None = None
+    # The work-group shapes of every other kernel, for the same family (LAUNCH_SHAPES).
+    shapes: LaunchShapes = LAUNCH_SHAPES["cpu"]
     # Float32 work buffers by name (elements): split-K partial sums, written and read by
     # launches of this partition only. Referenced as constants (``Ref("c", name)``) but made
     # by the kernel at setup, never uploaded or cached.

@@ -15,7 +15,7 @@ import numpy as np
 from offload import Partition, Subgraph
 from offload_gpu_opencl._errors import ShapeCheckError
 from offload_gpu_opencl._fusion import plan_fusion
-from offload_gpu_opencl._ir import Lowering
+from offload_gpu_opencl._ir import LAUNCH_SHAPES, Lowering
 from offload_gpu_opencl._ops import SPECS, check_declared
 from offload_gpu_opencl._reach import check_reach
 from offload_gpu_opencl._tiling import GemmChooser
@@ -31,8 +31,10 @@ def lower(
 ) -> Lowering:
     """The partition's launches and constants; ``cached``: pre-transformed constants from the
     serialization cache, used instead of making them again; ``gemm``: the GPU kernel family's
-    chooser (_autotune.gemm_chooser), None for the CPU family."""
-    lw = Lowering(subgraph, partition, cached=dict(cached or {}), gemm=gemm)
+    chooser (_autotune.gemm_chooser), None for the CPU family. The chooser is what tells the
+    families apart here: the other kernels' work-group shapes follow it (_ir.LAUNCH_SHAPES)."""
+    shapes = LAUNCH_SHAPES["cpu" if gemm is None else "gpu"]
+    lw = Lowering(subgraph, partition, cached=dict(cached or {}), gemm=gemm, shapes=shapes)
     # Every node, fused or not: fusion and lowering read the declared shapes from here on.
     for n in partition.nodes:
         node = subgraph.nodes[n]

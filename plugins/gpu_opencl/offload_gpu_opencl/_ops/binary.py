@@ -11,7 +11,7 @@ import numpy as np
 
 from offload import Node, Subgraph
 from offload_gpu_opencl._errors import ShapeCheckError
-from offload_gpu_opencl._ir import LANES, Lowering, Shape, act, elements, pad4
+from offload_gpu_opencl._ir import Lowering, Shape, act, elements, pad4
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
 from offload_gpu_opencl._shapes import need, required
 
@@ -67,11 +67,11 @@ def lower(lw: Lowering, node: Node) -> None:
     row = last if not whole else total
     va, vb = _rows_view(sa, total, row), _rows_view(sb, total, row)
     if va is not None and vb is not None:
-        rows = total // row
+        rows, blocks = total // row, -(-row // 8)
         lw.launch(
             node,
             "binary8",
-            (-(-row // 8), rows),
+            (blocks, rows),
             lw.ref(a),
             lw.ref(b),
             lw.out(node),
@@ -81,7 +81,7 @@ def lower(lw: Lowering, node: Node) -> None:
             *vb,
             op,
             activation,
-            local=LANES,
+            local=lw.shapes.lanes_local(blocks),
         )
     else:
         o4 = pad4(out_shape)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import ROWS, Lowering, Shape, act, pad_last
+from offload_gpu_opencl._ir import Lowering, Shape, act, pad_last
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
 from offload_gpu_opencl._shapes import (
     bias,
@@ -71,7 +71,7 @@ def lower(lw: Lowering, node: Node) -> None:
                 pt,
                 pl,
                 *flags,
-                local=ROWS,
+                local=lw.shapes.rows_local(cb),
             )
         else:
             lw.launch(
@@ -96,7 +96,7 @@ def lower(lw: Lowering, node: Node) -> None:
                 pt,
                 pl,
                 *flags,
-                local=ROWS,
+                local=lw.shapes.rows_local(cb),
             )
     else:
         wt = lw.const(f"w{node.index}", lambda: lw.value(w).reshape(kh, kw, co), param=True)

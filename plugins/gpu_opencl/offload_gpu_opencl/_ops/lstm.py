@@ -8,7 +8,7 @@ from offload import Node, Subgraph
 from offload.errors import TensorShapeError
 from offload.ops import output_shapes
 from offload_gpu_opencl._constants import foldable
-from offload_gpu_opencl._ir import BLOCKS, LANES, Lowering, Ref, Shape, elements, pad_last
+from offload_gpu_opencl._ir import BLOCKS, Lowering, Ref, Shape, elements, pad_last
 from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._shapes import dims, need, required
 from offload_gpu_opencl._source import blocking
@@ -122,7 +122,7 @@ def lower(lw: Lowering, node: Node) -> None:
         c_ref,
         n,
         o,
-        local=LANES,
+        local=lw.shapes.lanes_local(-(-o // 8)),
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import ROWS, Lowering, Shape, act
+from offload_gpu_opencl._ir import Lowering, Shape, act
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
 from offload_gpu_opencl._shapes import nhwc, required, window, window_shape
 
@@ -24,10 +24,11 @@ def lower(lw: Lowering, node: Node) -> None:
     n, h, wd, c = lw.tensor(x).shape
     kh, kw = node.options.filter_height, node.options.filter_width
     (sh, sw), _, (oh, ow), (pt, pl) = window(node, (h, wd), (kh, kw), (0, 0))
+    cb = (c + 7) // 8
     lw.launch(
         node,
         "pool",
-        ((c + 7) // 8, ow, n * oh),
+        (cb, ow, n * oh),
         lw.ref(x),
         lw.out(node),
         h,
@@ -43,7 +44,7 @@ def lower(lw: Lowering, node: Node) -> None:
         pl,
         _KIND[node.op],
         act(node),
-        local=ROWS,
+        local=lw.shapes.rows_local(cb),
     )
     if node.op == "AVERAGE_POOL_2D":  # a maximum is one of its inputs: already on the grid
         lw.finish(node)

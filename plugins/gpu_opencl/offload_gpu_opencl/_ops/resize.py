@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import ROWS, Lowering, Shape
+from offload_gpu_opencl._ir import Lowering, Shape
 from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._shapes import constant_ints, need, nhwc, required
 
@@ -32,10 +32,11 @@ def lower(lw: Lowering, node: Node) -> None:
             return float(np.float32(i - 1) / np.float32(o - 1))
         return float(np.float32(i) / np.float32(o))
 
+    cb = (c + 7) // 8
     lw.launch(
         node,
         "resize_bilinear",
-        ((c + 7) // 8, ow, n * oh),
+        (cb, ow, n * oh),
         lw.ref(x),
         lw.out(node),
         h,
@@ -46,7 +47,7 @@ def lower(lw: Lowering, node: Node) -> None:
         scale(h, oh),
         scale(wd, ow),
         int(half),
-        local=ROWS,
+        local=lw.shapes.rows_local(cb),
     )
     lw.finish(node)
 

@@ -184,6 +184,61 @@ def test_hybrid_input_quantization_matches_litert() -> None:
     _assert_same(expected, want)
 
 
+def _identity_hybrid(op: str, x: np.ndarray, asymmetric: bool) -> np.ndarray:
+    """LiteRT's outputs of a hybrid op with identity int8 weights of scale 1 (and a zero bias)
+    on ``x``: its quantized input (q - offset) * input_scale, per row of a FULLY_CONNECTED, per
+    batch of a 1x1 per-tensor CONV_2D (symmetric) or DEPTHWISE_CONV_2D (asymmetric). offload's
+    run of the same model must agree."""
+    depth = x.shape[-1]
+    eye = np.eye(depth, dtype=np.int8)
+    bias = Operand(np.zeros(depth, np.float32), True)
+    if op == "FULLY_CONNECTED":
+        operands = [Operand(eye, True, q=(np.float32(1), 0))]
+        options = {"fused_activation_function": "NONE", "asymmetric_quantize_inputs": asymmetric}
+        version = 9
+    elif op == "CONV_2D":
+        operands = [Operand(eye.reshape(depth, 1, 1, depth), True, q=(np.float32(1), 0)), bias]
+        options = {"padding": "VALID", "stride_w": 1, "stride_h": 1}
+        version = 2
+    else:
+        ones = Operand(
+            np.ones((1, 1, 1, depth), np.int8), True, q=(np.ones(depth, np.float32), 0), qdim=3
+        )
+        operands = [ones, bias]
+        options = {"padding": "VALID", "stride_w": 1, "stride_h": 1, "depth_multiplier": 1}
+        version = 6
+    x_operand = Operand(x)
+    got, want = run_both(op, [x_operand, *operands], x.shape, np.float32, options, version=version)
+    _assert_same(got, want)
+    return want
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize(
+    "op, shape, asymmetric",
+    [
+        # Short rows, several to a block, each with a scalar tail of 3.
+        ("FULLY_CONNECTED", (80, 1003), False),
+        ("FULLY_CONNECTED", (80, 1003), True),
+        # One row of 106875 in two blocks, and a tail of 3.
+        ("CONV_2D", (1, 75, 75, 19), False),
+        ("DEPTHWISE_CONV_2D", (1, 75, 75, 19), True),
+    ],
+)
+def test_hybrid_input_quantization_in_blocks_matches_litert(op, shape, asymmetric) -> None:
+    """quantize_rows works through cache-sized blocks, whole short rows at a time or a long
+    row in pieces, and still quantizes every row as LiteRT's hybrid kernels do."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(shape) * rng.uniform(0.1, 10, (shape[0], 1))).astype(np.float32)
+    if shape[0] > 3:
+        x[3] = 0  # an all-zero row takes the scale-1 shortcut
+    want = _identity_hybrid(op, x, asymmetric)
+    q, scale, offset = quantize_rows(x.reshape(shape[0], -1), asymmetric)
+    assert q.dtype == np.int8
+    expected = (q - offset[:, None]).astype(np.float32) * scale[:, None]
+    _assert_same(expected.reshape(want.shape), want)
+
+
 @pytest.mark.litert
 @pytest.mark.parametrize(
     "shape_a, shape_b",

@@ -78,7 +78,9 @@ def float_clamp(x: np.ndarray, activation: str = "NONE") -> np.ndarray:
     activation narrows that range in the same single pass; other activations follow it."""
     out = x if x.flags.writeable else None
     lo, hi = _CLAMPS.get(activation, _CLAMPS["NONE"])
-    x = np.clip(x, lo.astype(x.dtype), hi.astype(x.dtype), out=out)
+    if x.dtype != np.float32:
+        lo, hi = lo.astype(x.dtype), hi.astype(x.dtype)
+    x = np.clip(x, lo, hi, out=out)
     return x if activation in _CLAMPS else apply_fused_activation(x, activation)
 
 

@@ -7,6 +7,7 @@ tanh. The shared rules (parameters, quantize / dequantize, multipliers) live in 
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -73,15 +74,84 @@ def round_half_away_neon(y: np.ndarray) -> np.ndarray:
     return np.trunc(y + np.copysign(np.float32(0.5), y))
 
 
-def _round_rows_neon(y: np.ndarray) -> np.ndarray:
-    """Round a (rows, n) float32 array in place as LiteRT's NEON quantizers do: the first
-    n // 8 * 8 values of each row in vector lanes, the rest one by one with std::round."""
-    vector = y.shape[1] // 8 * 8
-    head = y[:, :vector]
-    head += np.copysign(np.float32(0.5), head)
-    np.trunc(head, out=head)
-    y[:, vector:] = round_half_away_f32(y[:, vector:])
-    return y
+# Elements per block of the blocked quantization: its two float32 work arrays and the input
+# block they read (768 KiB) stay in L2, so each row costs one pass through memory for the
+# min / max and one for the codes, not a pass (and a fresh array) per elementwise step.
+_QUANTIZE_BLOCK = 65536
+_local = threading.local()
+_SIGN_BIT = np.int32(-(2**31))
+_HALF_BITS = np.float32(0.5).view(np.int32)
+
+
+def _block_buffers(size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two float32 work arrays and an int16 one of ``size`` elements, reused across calls on
+    this thread."""
+    store = _local.__dict__.get("quantize_blocks")
+    if store is None or store[0].size < size:
+        store = _local.quantize_blocks = (
+            np.empty(size, np.float32),
+            np.empty(size, np.float32),
+            np.empty(size, np.int16),
+        )
+    return store[0][:size], store[1][:size], store[2][:size]
+
+
+def _quantize_block(
+    x: np.ndarray, inv: np.ndarray, offset: np.ndarray | None, low: int, out: np.ndarray
+) -> None:
+    """Codes of a (rows, columns) block whose values all go through LiteRT's NEON lanes:
+    ``x * inv`` rounded by adding +-0.5 in float32 and truncating, plus the row's offset
+    (int16, one per row), clamped to [low, 127], written to the int8 ``out``."""
+    y, half, wide = (buf.reshape(x.shape) for buf in _block_buffers(x.size))
+    np.multiply(x, inv, out=y)
+    # copysign(0.5, y) as bits (y's sign bit over 0.5's): np.copysign itself is not
+    # vectorised and costs five times the other steps together.
+    half_bits = half.view(np.int32)
+    np.bitwise_and(y.view(np.int32), _SIGN_BIT, out=half_bits)
+    half_bits |= _HALF_BITS
+    y += half
+    if offset is None:
+        # Clamping before the truncating cast is the same as clamping after it: the bounds are
+        # integers, and every value between two integers truncates toward the inner one.
+        np.clip(y, np.float32(low), np.float32(127), out=y)
+        np.copyto(out, y, casting="unsafe")  # float -> int8 truncates toward zero
+        return
+    # The offset is added to the rounded integer: truncate into int16 (|y| is at most 255 and
+    # a rounding), where adding and clamping cost less than in float32.
+    np.copyto(wide, y, casting="unsafe")
+    wide += offset
+    np.clip(wide, np.int16(low), np.int16(127), out=wide)
+    np.copyto(out, wide, casting="unsafe")
+
+
+def _quantize_codes(
+    x: np.ndarray, inv: np.ndarray, offset: np.ndarray | None, low: int
+) -> np.ndarray:
+    """int8 codes of a (rows, n) float32 array as LiteRT's NEON quantizers compute them: the
+    first n // 8 * 8 values of each row in vector lanes (:func:`round_half_away_neon`), the rest
+    one by one with std::round; then the row's offset, clamped to [low, 127]. Worked through in
+    cache-sized blocks: whole rows at a time when they are short, else a row in pieces."""
+    rows, n = x.shape
+    codes = np.empty((rows, n), np.int8)
+    vector = n // 8 * 8
+    inv_col = inv[:, None]
+    offset_col = None if offset is None else offset.astype(np.int16)[:, None]
+    if vector:
+        row_step = max(1, _QUANTIZE_BLOCK // vector)
+        column_step = min(vector, _QUANTIZE_BLOCK)
+        for r in range(0, rows, row_step):
+            rs = slice(r, r + row_step)
+            row_offset = None if offset_col is None else offset_col[rs]
+            for c in range(0, vector, column_step):
+                cs = slice(c, min(c + column_step, vector))
+                _quantize_block(x[rs, cs], inv_col[rs], row_offset, low, codes[rs, cs])
+    if vector < n:
+        # The scalar leftovers round with std::round: halves away from zero, exactly.
+        tail = round_half_away_f32(x[:, vector:] * inv_col)
+        if offset is not None:
+            tail += offset[:, None]
+        codes[:, vector:] = np.clip(tail, low, 127)
+    return codes
 
 
 def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,9 +160,9 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
 
     Bit for bit what LiteRT runs on x86: its NEON tensor utilities (NeonSymmetricQuantizeFloats,
     NeonAsymmetricQuantizeFloats) through NEON_2_SSE, with their float32 arithmetic and their
-    two roundings (see :func:`_round_rows_neon`).
+    two roundings (see :func:`_quantize_codes`).
 
-    Returns (quantized as int32, float32 scale per row, int32 offset per row).
+    Returns (int8 codes, float32 scale per row, int32 offset per row).
     """
     x = np.asarray(x, np.float32)
     rows = x.shape[0]
@@ -104,8 +174,7 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
         safe = np.where(zero, np.float32(1), rng)
         scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
         inv = (np.float32(127) / safe).astype(np.float32)
-        q = _round_rows_neon(x * inv[:, None])
-        q = np.clip(q, -127, 127, out=q).astype(np.int32)
+        q = _quantize_codes(x, inv, None, -127)
         q[zero] = 0
         return q, scale, np.zeros(rows, np.int32)
     # NeonMinMax widens the range to hold zero; the range is a float32 difference, the scale
@@ -124,9 +193,7 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
     offset = np.where(zero, 0, offset).astype(np.int32)
     scale = scale64.astype(np.float32)
     inv = (1.0 / scale.astype(np.float64)).astype(np.float32)
-    q = _round_rows_neon(x * inv[:, None])
-    q += offset[:, None].astype(np.float32)  # integers: exact in float32
-    q = np.clip(q, -128, 127, out=q).astype(np.int32)
+    q = _quantize_codes(x, inv, offset, -128)
     q[zero] = 0
     return q, scale, offset
 

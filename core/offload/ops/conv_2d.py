@@ -313,7 +313,7 @@ class Conv2D(OpKernel):
         gemm, column_sums = self._hybrid
         n, _, ow, cout = shape
         codes, in_scale, zero_points = quantize_rows(x.reshape(n, -1), asymmetric=self.per_channel)
-        codes = codes.astype(np.int8).reshape(x.shape)
+        codes = codes.reshape(x.shape)
         result = out if self.fits(out, shape, np.dtype(np.float32)) else None
         if result is None:
             result = np.empty(shape, np.float32)

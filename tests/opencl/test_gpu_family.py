@@ -227,9 +227,7 @@ def test_storage_and_access_builds(plain: bool, precision_loss: bool, pin, monke
 
 # -- whole models -------------------------------------------------------------------------------
 
-MODELS = {name: path for name, path in face_models().items()}
-if MOBILENET.exists():
-    MODELS[MOBILENET.name] = MOBILENET
+MODELS = {name: path for name, path in face_models().items()} | {MOBILENET.name: MOBILENET}
 
 
 @pytest.mark.litert
@@ -238,6 +236,8 @@ if MOBILENET.exists():
 def test_model_on_the_gpu_family_matches_litert(name: str, units: int | None, monkeypatch) -> None:
     """Whole models, with the rule of thumb for this device or for a 132-unit GPU (which
     splits K on their short products)."""
+    if not Path(MODELS[name]).exists():
+        pytest.skip(f"{MODELS[name]} is absent: `make conformance` builds the full-size models")
     if units is not None:
         from offload_gpu_opencl._tiling import FixedChooser
 

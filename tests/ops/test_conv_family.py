@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _one_op import Operand, build
+from _one_op import Operand, build, run_offload
 
 import offload
 from offload.geometry import geometry
@@ -38,18 +38,7 @@ def check(op, ins, out_shape, out_dtype, options, version=1, out_q=None, int_tol
         ref.set_tensor(detail["index"], value)
     ref.invoke()
     want = ref.get_tensor(ref.get_output_details()[0]["index"])
-    model = offload.load_model(model_content=content)
-    sg = model.main
-    node = sg.nodes[0]
-    kernel = kernel_class(node)(node, sg)
-    feed = iter(feeds)
-    args = [
-        None
-        if i < 0
-        else (sg.tensors[i].constant_value() if sg.tensors[i].is_constant else next(feed))
-        for i in node.inputs
-    ]
-    got = np.asarray(kernel.run(*args))
+    got = run_offload(content, feeds)
     assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
     if np.issubdtype(want.dtype, np.floating):
         err = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)

@@ -40,6 +40,7 @@ __all__ = [
     "require_extra",
     "progress",
     "print_json",
+    "json_safe",
     "fmt_g",
     "format_table",
     "latency_stats",
@@ -195,19 +196,19 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _finite(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """NaN and infinities become null: JSON has no spelling for them."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def print_json(data: Any) -> None:
-    print(json.dumps(_finite(data), indent=2, default=_jsonable, allow_nan=False))
+    print(json.dumps(json_safe(data), indent=2, default=_jsonable, allow_nan=False))
 
 
 def fmt_g(value: float) -> str:

@@ -39,7 +39,7 @@ from offload._interpreter import Interpreter
 from offload._loader import load_model
 from offload.errors import InterpreterStateError, OffloadError
 from offload.ops import kernel_class
-from offload.tools._common import INPUT_KINDS, UsageError, input_arrays
+from offload.tools._common import INPUT_KINDS, UsageError, input_arrays, json_safe
 
 __all__ = [
     "LITERT",
@@ -252,17 +252,7 @@ class PerNodeDiff:
 
     def to_json(self, indent: int | None = 2) -> str:
         """The result as JSON; infinities and NaN (no JSON spelling) become null."""
-        return json.dumps(_finite(self.to_dict()), indent=indent, allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if np.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+        return json.dumps(json_safe(self.to_dict()), indent=indent, allow_nan=False)
 
 
 # -- running one configuration --------------------------------------------------------------

@@ -24,10 +24,10 @@ import pyopencl as cl
 
 from offload import Node
 from offload_gpu_opencl._errors import ShapeCheckError
-from offload_gpu_opencl._ir import INT_MAX, LINEAR, SLACK, Lowering, Ref
+from offload_gpu_opencl._ir import BLOCKS, INT_MAX, LINEAR, SLACK, Lowering, Ref
 from offload_gpu_opencl._reach import register_reach
 from offload_gpu_opencl._shapes import need
-from offload_gpu_opencl._source import TILES
+from offload_gpu_opencl._source import TILES, blocking
 
 __all__ = [
     "FAMILIES",
@@ -42,6 +42,7 @@ __all__ = [
     "family_for",
     "family_options",
     "launch_gemm",
+    "launch_matmul",
     "parse_choice",
 ]
 
@@ -233,6 +234,31 @@ class FixedChooser(GemmChooser):
         choice = default_choice(problem, self.units)
         self.chosen[problem.key] = choice.name
         return choice
+
+
+def launch_matmul(
+    lw: Lowering,
+    node: Node,
+    x: Ref,
+    weights: Ref,
+    bias: Ref,
+    epilogue: tuple[list[Ref], list[int]],
+    p: int,
+    k: int,
+    co: int,
+) -> None:
+    """(p, k) @ weights [k][co8] + bias, then the node's fused epilogue: the tiled GEMM in the
+    GPU family, the register-blocked matmul in the CPU family (1x1 CONV_2D and
+    FULLY_CONNECTED alike)."""
+    if lw.gemm is not None:
+        launch_gemm(lw, node, GemmProblem("gemm", p, k, co), x, weights, bias, epilogue)
+        return
+    bufs, flags = epilogue
+    r, v = blocking(co, p)
+    counts = (-(-co // (8 * v)), -(-p // r))
+    lw.launch(
+        node, f"matmul_{r}x{v}", counts, x, weights, bias, *bufs, p, k, co, *flags, local=BLOCKS
+    )
 
 
 def launch_gemm(

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from offload import Node, OpCapability, Subgraph
 from offload_gpu_opencl._constants import foldable
-from offload_gpu_opencl._ir import Lowering
+from offload_gpu_opencl._ir import Lowering, Ref, pad_last
 from offload_gpu_opencl._shapes import ShapeRule, rule_reason
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "FUSED_ACTIVATIONS",
     "QUANT_DTYPES",
     "OpSpec",
+    "bias_row",
     "constant_weights_reason",
 ]
 
@@ -97,3 +100,15 @@ def constant_weights_reason(
             if not foldable(subgraph, node.inputs[pos]):
                 return f"{what} (input {pos}) must be constant, found a runtime tensor"
     return None
+
+
+def bias_row(lw: Lowering, node: Node, bias: int, channels: int) -> Ref:
+    """The node's optional constant bias (input index ``bias``, -1 when absent: zeros) as
+    the (1, channels) parameter row the conv and matmul epilogues read."""
+
+    def row() -> np.ndarray:
+        if bias < 0:
+            return pad_last(np.zeros((1, channels), np.float32))
+        return pad_last(lw.value(bias).reshape(1, channels))
+
+    return lw.const(f"b{node.index}", row, param=True)

@@ -5,11 +5,14 @@ feed a tiled GEMM (1x1 stride 1) or an implicit-GEMM convolution (every other wi
 
 from __future__ import annotations
 
-import numpy as np
-
 from offload import Node, Subgraph
 from offload_gpu_opencl._ir import BLOCKS, Lowering, Shape, pad_last
-from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
+from offload_gpu_opencl._ops._spec import (
+    FUSED_ACTIVATIONS,
+    OpSpec,
+    bias_row,
+    constant_weights_reason,
+)
 from offload_gpu_opencl._shapes import (
     bias,
     dims,
@@ -21,7 +24,7 @@ from offload_gpu_opencl._shapes import (
     window_shape,
 )
 from offload_gpu_opencl._source import blocking
-from offload_gpu_opencl._tiling import GemmProblem, launch_gemm
+from offload_gpu_opencl._tiling import GemmProblem, launch_gemm, launch_matmul
 
 __all__ = ["SPECS"]
 
@@ -44,52 +47,27 @@ def lower(lw: Lowering, node: Node) -> None:
     x, (n, h, wd, ci), top, left, hp, wp = lw.conv_input(node.inputs[0])
     co, kh, kw, _ = lw.tensor(w).shape
     (sh, sw), (dh, dw), (oh, ow), (pt, pl) = window(node, (hp, wp), (kh, kw), (top, left))
-    bias_ref = lw.const(
-        f"b{node.index}",
-        lambda: pad_last(lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)),
-        param=True,
-    )
+    bias_ref = bias_row(lw, node, b, co)
     bufs, flags = lw.epilogue(node)
     p = n * oh * ow
-    r, v = blocking(co, p)
-    counts = (-(-co // (8 * v)), -(-p // r))
     pointwise = kh == kw == 1 and sh == sw == 1 and pt == pl == 0 and (oh, ow) == (h, wd)
-    if lw.gemm is not None:
-        # [KH][KW][Ci][Co8] is [Ci][Co8] when the window is 1x1: one layout, either kernel.
-        wt = lw.const(
-            f"w{node.index}", lambda: pad_last(lw.value(w).transpose(1, 2, 3, 0)), param=True
-        )
-        geometry = (h, wd, ci, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
-        problem = (
-            GemmProblem("gemm", p, ci, co)
-            if pointwise
-            else GemmProblem("conv", p, kh * kw * ci, co, geometry)
-        )
-        launch_gemm(lw, node, problem, lw.ref(x), wt, bias_ref, (bufs, flags))
-    elif pointwise:
+    if pointwise:
         wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, ci).T), param=True)
-        lw.launch(
-            node,
-            f"matmul_{r}x{v}",
-            counts,
-            lw.ref(x),
-            wt,
-            bias_ref,
-            *bufs,
-            p,
-            ci,
-            co,
-            *flags,
-            local=BLOCKS,
-        )
+        launch_matmul(lw, node, lw.ref(x), wt, bias_ref, (bufs, flags), p, ci, co)
+        if node.index not in lw.epilogues:
+            lw.finish(node)
+        return
+    wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).transpose(1, 2, 3, 0)), param=True)
+    if lw.gemm is not None:
+        geometry = (h, wd, ci, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl)
+        problem = GemmProblem("conv", p, kh * kw * ci, co, geometry)
+        launch_gemm(lw, node, problem, lw.ref(x), wt, bias_ref, (bufs, flags))
     else:
-        wt = lw.const(
-            f"w{node.index}", lambda: pad_last(lw.value(w).transpose(1, 2, 3, 0)), param=True
-        )
+        r, v = blocking(co, p)
         lw.launch(
             node,
             f"conv2d_{r}x{v}",
-            counts,
+            (-(-co // (8 * v)), -(-p // r)),
             lw.ref(x),
             wt,
             bias_ref,

@@ -4,14 +4,16 @@ pre-transformed once to [K][Co8] for both."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import BLOCKS, Lowering, Shape, elements, pad_last
-from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
+from offload_gpu_opencl._ir import Lowering, Shape, elements, pad_last
+from offload_gpu_opencl._ops._spec import (
+    FUSED_ACTIVATIONS,
+    OpSpec,
+    bias_row,
+    constant_weights_reason,
+)
 from offload_gpu_opencl._shapes import bias, dims, need, required, rule_reason
-from offload_gpu_opencl._source import blocking
-from offload_gpu_opencl._tiling import GemmProblem, launch_gemm
+from offload_gpu_opencl._tiling import launch_matmul
 
 __all__ = ["SPECS"]
 
@@ -47,32 +49,7 @@ def lower(lw: Lowering, node: Node) -> None:
     co, k = lw.tensor(w).shape
     p = elements(lw.tensor(x).shape) // k
     wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, k).T), param=True)
-    bias_ref = lw.const(
-        f"b{node.index}",
-        lambda: pad_last(lw.value(b).reshape(1, co) if b >= 0 else np.zeros((1, co), np.float32)),
-        param=True,
-    )
-    bufs, flags = lw.epilogue(node)
-    if lw.gemm is not None:
-        launch_gemm(lw, node, GemmProblem("gemm", p, k, co), lw.ref(x), wt, bias_ref, (bufs, flags))
-        if node.index not in lw.epilogues:
-            lw.finish(node)
-        return
-    r, v = blocking(co, p)
-    lw.launch(
-        node,
-        f"matmul_{r}x{v}",
-        (-(-co // (8 * v)), -(-p // r)),
-        lw.ref(x),
-        wt,
-        bias_ref,
-        *bufs,
-        p,
-        k,
-        co,
-        *flags,
-        local=BLOCKS,
-    )
+    launch_matmul(lw, node, lw.ref(x), wt, bias_row(lw, node, b, co), lw.epilogue(node), p, k, co)
     if node.index not in lw.epilogues:
         lw.finish(node)
 

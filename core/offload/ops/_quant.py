@@ -7,6 +7,7 @@ tanh. The shared rules (parameters, quantize / dequantize, multipliers) live in 
 from __future__ import annotations
 
 import functools
+import math
 import threading
 
 import numpy as np
@@ -166,6 +167,73 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
     """
     x = np.asarray(x, np.float32)
     rows = x.shape[0]
+    bounds = None
+    if rows <= _SCALAR_PARAMETER_ROWS and x.shape[1]:
+        bounds = [(float(row.min()), float(row.max())) for row in x]
+        # Infinities, NaN and ranges past float32 take the array path and its warnings.
+        if not all(-_FLOAT32_MAX <= lo <= hi <= _FLOAT32_MAX + lo for lo, hi in bounds):
+            bounds = None
+    if bounds is not None:
+        # A batch of one or a few rows: the row parameters as Python numbers cost a tenth
+        # of the same arithmetic on one-element arrays.
+        params = [_row_parameters(lo, hi, asymmetric) for lo, hi in bounds]
+        scale = np.array([p[0] for p in params], np.float32)
+        inv = np.array([p[1] for p in params], np.float32)
+        offset = np.array([p[2] for p in params], np.int32)
+        zero = np.array([p[3] for p in params])
+    else:
+        scale, inv, offset, zero = _row_parameter_arrays(x, asymmetric)
+    q = _quantize_codes(x, inv, offset if asymmetric else None, -128 if asymmetric else -127)
+    if zero.any():
+        q[zero] = 0
+    return q, scale, offset
+
+
+# Up to this many rows quantize_rows derives each row's scale and offset in Python numbers.
+_SCALAR_PARAMETER_ROWS = 8
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _f32(value: float) -> float:
+    """``value`` rounded to float32, as a Python float. A float32 sum, difference, product or
+    quotient equals the float64 one rounded to float32 (53 >= 2 * 24 + 2 bits), so float32
+    arithmetic on Python floats is the float64 operation followed by this."""
+    return float(np.float32(value))
+
+
+def _row_parameters(lo: float, hi: float, asymmetric: bool) -> tuple[float, float, int, bool]:
+    """(scale, inverse scale, offset, whether the row is all zeros) of one row from its
+    float32 min and max; a zero row's codes are set to zero after. The same arithmetic as
+    :func:`_row_parameter_arrays`, one row at a time."""
+    if not asymmetric:
+        rng = max(abs(lo), abs(hi))
+        if rng == 0:
+            return 1.0, 0.0, 0, True
+        return _f32(rng / 127.0), _f32(127.0 / rng), 0, False
+    rmin, rmax = min(lo, 0.0), max(hi, 0.0)
+    if rmin == rmax:
+        return 1.0, 0.0, 0, True
+    scale64 = _f32(rmax - rmin) / 255.0
+    zp_from_min = -128.0 - rmin / scale64
+    zp_from_max = 127.0 - rmax / scale64
+    err_min = 128.0 + abs(rmin / scale64)
+    err_max = 127.0 + abs(rmax / scale64)
+    zp = zp_from_min if err_min < err_max else zp_from_max
+    if zp <= -128:
+        offset = -128
+    elif zp >= 127:
+        offset = 127
+    else:
+        offset = int(math.copysign(math.floor(abs(zp) + 0.5), zp))  # std::round
+    scale = _f32(scale64)
+    return scale, _f32(1.0 / scale), offset, False
+
+
+def _row_parameter_arrays(
+    x: np.ndarray, asymmetric: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(scale, inverse scale, offset, all-zero mask) per row of ``x``, as arrays."""
+    rows = x.shape[0]
     lo = x.min(axis=1) if x.shape[1] else np.zeros(rows, np.float32)
     hi = x.max(axis=1) if x.shape[1] else np.zeros(rows, np.float32)
     if not asymmetric:
@@ -174,9 +242,8 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
         safe = np.where(zero, np.float32(1), rng)
         scale = np.where(zero, np.float32(1), safe / np.float32(127)).astype(np.float32)
         inv = (np.float32(127) / safe).astype(np.float32)
-        q = _quantize_codes(x, inv, None, -127)
-        q[zero] = 0
-        return q, scale, np.zeros(rows, np.int32)
+        inv[zero] = 0
+        return scale, inv, np.zeros(rows, np.int32), zero
     # NeonMinMax widens the range to hold zero; the range is a float32 difference, the scale
     # and zero point are then derived in double.
     rmin = np.minimum(lo, np.float32(0))
@@ -193,9 +260,8 @@ def quantize_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarr
     offset = np.where(zero, 0, offset).astype(np.int32)
     scale = scale64.astype(np.float32)
     inv = (1.0 / scale.astype(np.float64)).astype(np.float32)
-    q = _quantize_codes(x, inv, offset, -128)
-    q[zero] = 0
-    return q, scale, offset
+    inv[zero] = 0
+    return scale, inv, offset, zero
 
 
 def multiply_by_quantized_multiplier_lanes(

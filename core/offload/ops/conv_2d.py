@@ -137,6 +137,7 @@ class Conv2D(OpKernel):
         self._bias_const = self.constant(2) if len(self.inputs) > 2 else None
         # The constant bias tiled to one output row (OW*C), for the latest output shape.
         self._bias_row: tuple[tuple[int, ...], np.ndarray] | None = None
+        self._hybrid_tiles: tuple[int, dict[str, np.ndarray | None]] | None = None
 
     def _setup_quantized(self, out_ch: int) -> None:
         x, f, bias, out = self.inputs[0], self.inputs[1], self._bias_tensor(), self.outputs[0]
@@ -310,7 +311,7 @@ class Conv2D(OpKernel):
         in float32. Here the codes' GEMM is exact; less the zero point's share (an exact
         float32 too: |zero point * column sum| is under the GEMM's own bound) the result is
         rounded once, as the int32 -> float conversion rounds; the float32 steps follow."""
-        gemm, column_sums = self._hybrid
+        gemm, _ = self._hybrid
         n, _, ow, cout = shape
         codes, in_scale, zero_points = quantize_rows(x.reshape(n, -1), asymmetric=self.per_channel)
         codes = codes.reshape(x.shape)
@@ -319,14 +320,16 @@ class Conv2D(OpKernel):
             result = np.empty(shape, np.float32)
         flat = result.reshape(-1, cout)
         rows_per_batch = shape[1] * ow
-        bias_row = None if bias is None else np.tile(np.asarray(bias, np.float32).ravel(), ow)
+        rows = self._hybrid_rows(ow, bias)
+        bias_row = rows["bias"]
         in_place = self.activation in _IN_PLACE_ACTIVATIONS
+        scale = scratch("hybrid_scale", ow * cout, np.float32)
+        share_row = scratch("hybrid_share", ow * cout, gemm.acc_dtype)
         for b in range(n):
             # One float32 scale per channel: the input scale folded into the filter's first.
-            scale = (self.scales * in_scale[b]).astype(np.float32)
-            scale = np.tile(np.broadcast_to(scale, (cout,)), ow)
-            share = column_sums * float(zero_points[b])
-            share_row = np.tile(share.astype(gemm.acc_dtype), ow)
+            np.multiply(rows["scales"], in_scale[b], out=scale)
+            # The input zero point's share of the GEMM (an exact integer in either type).
+            np.multiply(rows["column_sums"], gemm.acc_dtype(zero_points[b]), out=share_row)
             first = b * rows_per_batch
             batch_shape = (1, *shape[1:])
             for row, cols in self._patch_rows(
@@ -346,6 +349,28 @@ class Conv2D(OpKernel):
                 if in_place:  # while the chunk is in cache
                     apply_fused_activation(dst, self.activation)
         return result if in_place else apply_fused_activation(result, self.activation)
+
+    def _hybrid_rows(self, out_w: int, bias: np.ndarray | None) -> dict[str, np.ndarray | None]:
+        """The hybrid path's per-channel constants tiled to one output row (OW*C): filter
+        scales, weight column sums and the bias (a runtime bias is tiled on each run).
+        numpy applies a short per-channel vector a few values at a time; a whole row is one
+        long pass, and tiling it once per width saves a copy per run."""
+        cached = self._hybrid_tiles
+        if cached is None or cached[0] != out_w:
+            gemm, column_sums = self._hybrid
+            cout = gemm.width
+            rows = {
+                "scales": np.tile(np.broadcast_to(self.scales, (cout,)), out_w),
+                "column_sums": np.tile(column_sums.astype(gemm.acc_dtype), out_w),
+                "bias": None,
+            }
+            if self._bias_const is not None:
+                rows["bias"] = np.tile(np.asarray(self._bias_const, np.float32).ravel(), out_w)
+            cached = self._hybrid_tiles = (out_w, rows)
+        rows = cached[1]
+        if bias is not None and rows["bias"] is None:
+            rows = {**rows, "bias": np.tile(np.asarray(bias, np.float32).ravel(), out_w)}
+        return rows
 
     def _run_hybrid(self, x, w, bias, g, shape) -> np.ndarray:
         n = x.shape[0]

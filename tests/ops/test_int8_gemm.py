@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _one_op import describe_mismatch, run_both
 from test_conv_family import In, check, conv_opts, ints
 
 import offload
@@ -167,6 +168,59 @@ def test_transpose_conv_phases(x_shape, kernel, strides, padding, out_hw) -> Non
         version=3,
         out_q=(0.2, -5),
     )
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("kind", ["int8", "hybrid"])
+@pytest.mark.parametrize(
+    "x_shape,kernel,strides,padding,out_hw",
+    [
+        ((2, 4, 5, 6), (3, 3), (2, 2), "SAME", (8, 10)),  # 4, 2, 2 and 1 taps a phase
+        ((1, 5, 4, 3), (5, 4), (3, 2), "VALID", (17, 10)),  # 5 = 3 + 2: 2 and 1 taps
+        ((2, 3, 4, 5), (2, 1), (3, 4), "SAME", (9, 16)),  # kernel < stride: tapless phases
+        ((1, 6, 6, 4), (3, 3), (2, 2), "SAME", (11, 11)),  # an output shape that crops a row
+        ((1, 6, 6, 4), (3, 3), (2, 2), "VALID", (14, 13)),  # a row past the last tap
+        ((1, 6, 5, 4), (4, 4), (2, 2), "SAME", (11, 10)),  # the crop starts mid-cell
+        ((1, 1, 1, 3), (3, 3), (100, 100), "SAME", (7, 5)),  # a stride past the output
+        ((1, 5, 5, 4), (3, 3), (1, 1), "SAME", (5, 5)),  # stride 1: one phase, 3x3 windows
+    ],
+    ids=["batch", "uneven", "tapless", "crop", "past-taps", "mid-cell", "huge-stride", "stride-1"],
+)
+def test_transpose_conv_subpixel(kind, x_shape, kernel, strides, padding, out_hw) -> None:
+    """The integer TRANSPOSE_CONV sums each output cell's window of input pixels in one GEMM
+    for all stride phases (zero weights where a phase has no tap), then interleaves the
+    phases and crops: geometries where phases get unequal taps or none, the crop cuts cells
+    or keeps a sliver of a huge stride; int8 bit for bit against LiteRT, hybrid within
+    float32 rounding (LiteRT's hybrid kernel rounds in another order, before and after)."""
+    cout = 9  # eight channels requantized like ruy, the last one the reference way
+    w = ints(np.int8, cout, *kernel, x_shape[3], lo=-127, hi=127)
+    w_scales = RNG.uniform(0.005, 0.02, cout).astype(np.float32)
+    if kind == "int8":
+        x = In(ints(np.int8, *x_shape, lo=-128, hi=127), q=(0.05, 7))
+        bias = In(ints(np.int32, cout, lo=-2000, hi=2000), True, (w_scales * 0.05, 0))
+        out_dtype, out_q = np.int8, (0.2, -5)
+    else:
+        x = In(RNG.standard_normal(x_shape).astype(np.float32))
+        bias = In(RNG.standard_normal(cout).astype(np.float32), True)
+        out_dtype, out_q = np.float32, None
+    got, want = run_both(
+        "TRANSPOSE_CONV",
+        [
+            In(np.array([x_shape[0], *out_hw, cout], np.int32), True),
+            In(w, True, (w_scales, 0)),
+            x,
+            bias,
+        ],
+        (x_shape[0], *out_hw, cout),
+        out_dtype,
+        {"padding": padding, "stride_h": strides[0], "stride_w": strides[1]},
+        version=3,
+        out_q=out_q,
+    )
+    if kind == "int8":
+        assert np.array_equal(got, want), describe_mismatch(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 @pytest.mark.litert

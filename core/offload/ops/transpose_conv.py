@@ -3,9 +3,16 @@ optional bias (v3+); float, hybrid, int8 and 16x8.
 
 One GEMM gives every input pixel's contribution to a KH x KW output patch; the patches are
 then scatter-added tap by tap (col2im) and the padding cropped, as LiteRT's TransposeConvV2.
-The int8 path runs the GEMM and the scatter in float32 where every sum is provably exact
-(so in any order: tap-major, into one grid per output phase), then requantizes with
-:class:`~offload.ops._conv.RuyRequantizer`. LiteRT's optimized kernel requantizes output
+
+The integer paths (int8, 16x8, hybrid) with a constant filter make the same sums where every
+one is provably exact in float32, so in any order, and take the sub-pixel order instead: the
+uncropped output row ``q * stride + p`` (phase ``p``) is the sum over ``j`` of input row
+``q - j`` times filter row ``p + j * stride``, so every output cell ``q``, all phases at once,
+reads one window of ``ceil(kernel / stride)`` input rows (and columns): one im2col and one
+GEMM against weights that put each tap under its phase (zero where a phase has no such tap;
+a second GEMM for the row phases with a tap row fewer), then the phases are interleaved and
+the padding cropped. The int8 sums are requantized with
+:class:`~offload.ops._conv.RuyRequantizer`: LiteRT's optimized kernel requantizes output
 channels eight at a time like ruy (the second rounding sends halves up) and only the last
 ``channels % 8`` with TFLite's reference rounding (halves away from zero): rounding them all
 the reference way was one step off on ~0.1% of small_cnn's outputs.
@@ -13,8 +20,9 @@ the reference way was one step off on ~0.1% of small_cnn's outputs.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,6 +65,26 @@ def _check_operands(x: Shape, f: Shape, bias: Shape | None, options: Any) -> Non
     check_shape(min(strides) >= 1, f"expected positive strides, found {strides}")
 
 
+def _cell_span(pad: int, size: int, stride: int) -> tuple[int, int]:
+    """The first sub-pixel cell the crop keeps (uncropped output row ``cell * stride + phase``,
+    the crop starting at row ``pad``) and how many cells the ``size`` kept rows span."""
+    first = pad // stride
+    return first, ((pad + size - 1) // stride - first + 1 if size else 0)
+
+
+def _runs(a: np.ndarray) -> np.ndarray:
+    """``a`` (last axis contiguous) with each last-axis run as one opaque element: numpy then
+    copies a run per step of its inner loop instead of looping over a few values per run,
+    several times faster where runs are a pixel's few channels."""
+    return a.view(np.dtype((np.void, a.shape[-1] * a.itemsize)))[..., 0]
+
+
+# The interleaved grid of whole cells may hold this many pixels more than the output before
+# the phases are written into the output one by one instead: a stride far past the output
+# would otherwise make a grid of stride_h * stride_w pixels for one output pixel.
+_GRID_SLACK = 4096
+
+
 def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
     """The output shape the first input asks for; its batch and channels must be those the
     kernel writes (the input's batch, the filter's output channels)."""
@@ -87,16 +115,21 @@ class TransposeConv(OpKernel):
         self.activation = opts.get("fused_activation_function", "NONE")
         f, x, out = self.inputs[1], self.inputs[2], self.outputs[0]
         self.kernel_hw = (f.shape[1], f.shape[2])
+        (kh, kw), (sh, sw) = self.kernel_hw, self.stride
+        # Sub-pixel geometry: each output cell reads a window of ceil(kernel / stride) input
+        # rows and columns; phases from the kernel's size on (kernel < stride) get no tap.
+        self.window = (-(-kh // sh), -(-kw // sw))
+        self.phases = (min(sh, kh), min(sw, kw))
         self.kind = kind_of(x, f)
         self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
         weights = weight_value(self, 1)
         self.w = None if weights is None else self._gemm_weights(weights)
         # Float32 weights where every sum the kernel makes of |codes| <= 255 stays exact.
-        self._w32: np.ndarray | None = None
+        self._w32: list[tuple[int, slice, np.ndarray]] | None = None
         if self.kind == "hybrid":
             self.scales = filter_scales(f, f.shape[0])
             if self.w is not None and self._exact_in_float32(255):
-                self._w32 = self._tap_weights()
+                self._w32 = self._subpixel_weights()
         elif self.kind == "quantized":
             in_scale, self.x_zp = scale_zp(x)
             self.mult, self.shift = output_multipliers(
@@ -146,13 +179,35 @@ class TransposeConv(OpKernel):
             clamp,
             out.dtype,
         )
-        return None if requantizer is None else (self._tap_weights(), requantizer)
+        return None if requantizer is None else (self._subpixel_weights(), requantizer)
 
-    def _tap_weights(self) -> np.ndarray:
-        """The GEMM weights (I, KH*KW*O) as float32 taps (KH*KW, I, O): see _exact_col2im."""
-        channels, taps = self.w.shape[0], self.kernel_hw[0] * self.kernel_hw[1]
-        w = self.w.reshape(channels, taps, -1).transpose(1, 0, 2)
-        return np.ascontiguousarray(w, np.float32)
+    def _subpixel_weights(self) -> list[tuple[int, slice, np.ndarray]]:
+        """The GEMM weights (I, KH*KW*O) laid out for :meth:`_subpixel_sums`, in float32.
+
+        Window row (a_h, a_w, i) against phase column (p_h, p_w, o) holds tap
+        (p_h + (J_h - 1 - a_h) * s_h, p_w + (J_w - 1 - a_w) * s_w), or zero where that tap
+        lies past the kernel. A row phase with fewer taps than J_h (a kernel not a multiple
+        of the stride) reads only the last window rows: the row phases are grouped by their
+        first window row, and each group is (that row, its row phases, weights
+        ((J_h - row) * J_w * I, phases * P_w * O)), so no GEMM multiplies whole zero rows.
+        At most two groups, together at most four times the filter's size."""
+        (kh, kw), (sh, sw) = self.kernel_hw, self.stride
+        (jh, jw), (ph, pw) = self.window, self.phases
+        channels = self.w.shape[0]
+        taps = self.w.reshape(channels, kh, kw, -1)
+        mat = np.zeros((jh, jw, channels, ph, pw, taps.shape[3]), np.float32)
+        for a_h, p_h, a_w, p_w in itertools.product(range(jh), range(ph), range(jw), range(pw)):
+            ky, kx = p_h + (jh - 1 - a_h) * sh, p_w + (jw - 1 - a_w) * sw
+            if ky < kh and kx < kw:
+                mat[a_h, a_w, :, p_h, p_w] = taps[:, ky, kx]
+        first_rows = [jh - len(range(p_h, kh, sh)) for p_h in range(ph)]
+        groups = []
+        for row in sorted(set(first_rows)):
+            phases = [p_h for p_h in range(ph) if first_rows[p_h] == row]
+            rows = slice(phases[0], phases[-1] + 1)  # n_h falls with p_h: consecutive phases
+            group = mat[row:, :, :, rows].reshape((jh - row) * jw * channels, -1)
+            groups.append((row, rows, np.ascontiguousarray(group)))
+        return groups
 
     def _gemm_weights(self, w: np.ndarray) -> np.ndarray:
         """OHWI -> (I, KH*KW*O): one row per input channel."""
@@ -180,47 +235,118 @@ class TransposeConv(OpKernel):
                 ]
         return buf[:, g.pad_top :, g.pad_left :]
 
-    def _exact_col2im(
-        self, xs: np.ndarray, taps: np.ndarray, in_hw: tuple[int, int], out_hw: tuple[int, int]
+    def _subpixel_sums(
+        self,
+        x: np.ndarray,
+        zero_point: np.floating | np.ndarray,
+        weights: list[tuple[int, slice, np.ndarray]],
+        out_hw: tuple[int, int],
     ) -> np.ndarray:
-        """:meth:`_col2im` of ``xs`` (N, H*W, I) times the tap weights (KH*KW, I, O), where
-        every sum is an exact integer in float32 (so its order is free): contiguous
-        (N, OH, OW, O) float32.
-
-        Output row Y = y * stride + ky has phase Y % stride = ky % stride, so each tap adds a
-        whole shifted block to one of stride_h * stride_w phase grids, and the phases are
-        interleaved into the output once: numpy's passes run along whole rows of W * O
-        values instead of O values per pixel, several times faster on small layers."""
-        n = xs.shape[0]
-        (h, w), (kh, kw), (sh, sw) = in_hw, self.kernel_hw, self.stride
-        channels = taps.shape[2]
+        """The exact sums of integer ``x`` (N, H, W, I) less ``zero_point`` through
+        :meth:`_subpixel_weights`, for the sub-pixel cells the crop keeps: float32
+        (N, Q_h, Q_w, P_h, P_w, O), cell (q_h, q_w) phase (p_h, p_w) being uncropped output
+        pixel (q * stride + p) counting cells from :func:`_cell_span`'s first."""
+        n, h, w, c = x.shape
+        (sh, sw), (jh, jw) = self.stride, self.window
         g = geometry(self.padding, out_hw, self.kernel_hw, self.stride)
-        end_h, end_w = g.pad_top + out_hw[0], g.pad_left + out_hw[1]
-        rows, cols = -(-end_h // sh), -(-end_w // sw)  # phase grid: rows r hold Y = r*sh + py
-        contributions = np.matmul(xs[:, None], taps)  # (N, KH*KW, H*W, O)
-        contributions = contributions.reshape(n, kh * kw, h, w, channels)
-        phases = scratch("transpose_conv_phases", sh * sw * n * rows * cols * channels, np.float32)
-        phases = phases.reshape(sh, sw, n, rows, cols, channels)
-        phases.fill(0)
-        for ky in range(kh):
-            dy, py = divmod(ky, sh)
-            count_y = min(h, rows - dy)
-            for kx in range(kw):
-                dx, px = divmod(kx, sw)
-                count_x = min(w, cols - dx)
-                if count_y > 0 and count_x > 0:
-                    phases[py, px, :, dy : dy + count_y, dx : dx + count_x] += contributions[
-                        :, ky * kw + kx, :count_y, :count_x
-                    ]
-        out = np.empty((n, *out_hw, channels), np.float32)
-        for py in range(sh):
-            y0 = (py - g.pad_top) % sh  # the first output row of this phase
-            r0, count_y = (y0 + g.pad_top) // sh, len(range(y0, out_hw[0], sh))
-            for px in range(sw):
-                x0 = (px - g.pad_left) % sw
-                c0, count_x = (x0 + g.pad_left) // sw, len(range(x0, out_hw[1], sw))
-                out[:, y0::sh, x0::sw] = phases[py, px, :, r0 : r0 + count_y, c0 : c0 + count_x]
+        first_h, cells_h = _cell_span(g.pad_top, out_hw[0], sh)
+        first_w, cells_w = _cell_span(g.pad_left, out_hw[1], sw)
+        # Padded row r holds input row r - (J_h - 1) (zero outside the input) and cell q reads
+        # padded rows q .. q + J_h - 1: only the rows of the kept cells are stored.
+        rows, cols = cells_h + jh - 1, cells_w + jw - 1
+        padded = scratch("transpose_conv_input", n * rows * cols * c, np.float32)
+        padded = padded.reshape(n, rows, cols, c)
+        padded.fill(0)
+        y0, y1 = max(0, first_h - jh + 1), min(h, first_h + cells_h)
+        x0, x1 = max(0, first_w - jw + 1), min(w, first_w + cells_w)
+        if y0 < y1 and x0 < x1:
+            r, k = y0 + jh - 1 - first_h, x0 + jw - 1 - first_w
+            target = padded[:, r : r + y1 - y0, k : k + x1 - x0]
+            np.subtract(x[:, y0:y1, x0:x1], zero_point, out=target, dtype=np.float32)
+        # im2col: a window row's J_w pixels are one contiguous run of the padded row, copied
+        # as one element (numpy's strided views take a buffer, not a view, so via the base).
+        pixels = n * cells_h * cells_w
+        im2col = scratch("transpose_conv_cols", pixels * jh * jw * c, np.float32)
+        im2col = im2col.reshape(n, cells_h, cells_w, jh, jw * c)
+        if im2col.size:
+            run = np.dtype((np.void, jw * c * padded.itemsize))
+            stride_n, stride_r, stride_c, _ = padded.strides
+            windows = np.ndarray(
+                (n, cells_h, cells_w, jh), run, padded, 0, (stride_n, stride_r, stride_c, stride_r)
+            )
+            for a_h in range(jh):  # one window row a pass: numpy's inner loop runs along cells
+                np.copyto(_runs(im2col[:, :, :, a_h]), windows[..., a_h])
+        im2col = im2col.reshape(pixels, -1)
+        channels = self.inputs[1].shape[0]
+        sums = scratch(
+            "transpose_conv_sums", pixels * math.prod(self.phases) * channels, np.float32
+        )
+        sums = sums.reshape(pixels, *self.phases, channels)
+        for first_row, phase_rows, group in weights:
+            # Rows of phases whose taps miss the first window rows skip those columns.
+            target = sums[:, phase_rows].reshape(pixels, -1)
+            np.matmul(im2col[:, first_row * jw * c :], group, out=target)
+        return sums.reshape(n, cells_h, cells_w, *self.phases, -1)
+
+    def _interleave(
+        self,
+        sums: np.ndarray,
+        finish: Callable[[np.ndarray], np.ndarray],
+        out_hw: tuple[int, int],
+    ) -> np.ndarray:
+        """``finish`` (the requantization or the dequantization, elementwise) of the
+        sub-pixel ``sums`` (N, Q_h, Q_w, P_h, P_w, O), interleaved into the cropped output
+        (N, OH, OW, O); phases without a tap take ``finish`` of a zero sum."""
+        n, cells_h, cells_w, ph, pw, channels = sums.shape
+        (sh, sw), (out_h, out_w) = self.stride, out_hw
+        values = finish(sums)
+        fill = None
+        if ph < sh or pw < sw:
+            fill = finish(np.zeros((n, 1, 1, 1, 1, channels), np.float32))
+        g = geometry(self.padding, out_hw, self.kernel_hw, self.stride)
+        top, left = g.pad_top % sh, g.pad_left % sw  # the crop's offset into the first cell
+        if cells_h * sh * cells_w * sw <= 4 * out_h * out_w + _GRID_SLACK:
+            grid = np.empty((n, cells_h, sh, cells_w, sw, channels), values.dtype)
+            if fill is not None:
+                grid[...] = fill
+            if values.size:  # each cell's P_w phases of a row phase: one run in both layouts
+                runs = np.ascontiguousarray(values).reshape(n, cells_h, cells_w, ph, -1)
+                target = grid.reshape(n, cells_h, sh, cells_w, -1)[:, :, :ph, :, : pw * channels]
+                np.copyto(_runs(target), _runs(runs).transpose(0, 1, 3, 2))
+            grid = grid.reshape(n, cells_h * sh, cells_w * sw, channels)
+            return np.ascontiguousarray(grid[:, top : top + out_h, left : left + out_w])
+        # A stride far past the output: only the phases the output holds, one by one.
+        out = np.empty((n, out_h, out_w, channels), values.dtype)
+        for y in range(min(sh, out_h)):
+            cell_h, p_h = divmod(y + top, sh)
+            count_h = len(range(y, out_h, sh))
+            for x in range(min(sw, out_w)):
+                cell_w, p_w = divmod(x + left, sw)
+                count_w = len(range(x, out_w, sw))
+                if p_h < ph and p_w < pw:
+                    block = values[:, cell_h : cell_h + count_h, cell_w : cell_w + count_w]
+                    out[:, y::sh, x::sw] = block[:, :, :, p_h, p_w]
+                else:
+                    out[:, y::sh, x::sw] = fill.reshape(n, 1, 1, channels)
         return out
+
+    def _requantize(self, sums: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """Exact integer ``sums`` (..., O) -> the output integers: RuyRequantizer for the
+        channels LiteRT requantizes eight at a time, TFLite's reference rounding after."""
+        requantize = self._fast[1]
+        flat = sums.reshape(-1, sums.shape[-1])
+        result = np.empty(flat.shape, self.outputs[0].dtype)
+        # One block of rows per cell row, for the requantizer's tiled constants.
+        requantize(flat, result, block=math.prod(sums.shape[2:-1]))
+        v = self.ruy_channels
+        if v < flat.shape[1]:  # the channels LiteRT requantizes one by one
+            tail = flat[:, v:].astype(np.int64)
+            if bias is not None:
+                tail += bias.astype(np.int64)[v:]
+            result[:, v:] = finish_quantized(
+                tail, self.mult[v:], self.shift[v:], self.outputs[0], self.activation, self.rounding
+            )
+        return result.reshape(sums.shape)
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         out_shape, f, x = inputs[0], inputs[1], inputs[2]
@@ -237,33 +363,22 @@ class TransposeConv(OpKernel):
                 out += bias
             return apply_fused_activation(out, self.activation)
         if self._fast is not None:
-            taps, requantize = self._fast
-            xs = np.subtract(x.reshape(n, -1, c), np.float32(self.x_zp), dtype=np.float32)
-            acc = self._exact_col2im(xs, taps, (h, wd), out_hw)
-            result = np.empty(acc.shape, self.outputs[0].dtype)
-            requantize(acc.reshape(-1, acc.shape[3]), result, block=acc.shape[2])
-            v = self.ruy_channels
-            if v < acc.shape[3]:  # the channels LiteRT requantizes one by one
-                tail = acc[..., v:].astype(np.int64)
-                if bias is not None:
-                    tail += bias.astype(np.int64)[v:]
-                result[..., v:] = finish_quantized(
-                    tail,
-                    self.mult[v:],
-                    self.shift[v:],
-                    self.outputs[0],
-                    self.activation,
-                    self.rounding,
-                )
-            return result
+            sums = self._subpixel_sums(x, np.float32(self.x_zp), self._fast[0], out_hw)
+            return self._interleave(sums, lambda s: self._requantize(s, bias), out_hw)
         if self.kind == "hybrid" and self._w32 is not None:
             q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-            xs = np.subtract(q.reshape(n, -1, c), offset[:, None, None], dtype=np.float32)
-            acc = self._exact_col2im(xs, self._w32, (h, wd), out_hw)
-            out = acc * self.scales * in_scale[:, None, None, None]
-            if bias is not None:
-                out += bias
-            return apply_fused_activation(out, self.activation)
+            sums = self._subpixel_sums(
+                q.reshape(x.shape), offset.reshape(n, 1, 1, 1), self._w32, out_hw
+            )
+            batch_scale = in_scale.reshape(n, 1, 1, 1, 1, 1)
+
+            def dequantize(s: np.ndarray) -> np.ndarray:
+                out = s * self.scales * batch_scale
+                if bias is not None:
+                    out += bias
+                return apply_fused_activation(out, self.activation)
+
+            return self._interleave(sums, dequantize, out_hw)
         if self.kind == "hybrid":
             q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
             xs = q.reshape(n, -1, c).astype(np.float64) - offset[:, None, None]

@@ -19,6 +19,7 @@ from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext
+from offload.ops._bounds import SAFE_MAGNITUDE, magnitude_bound
 from offload.ops._lut import (
     Lut,
     int16_lut_lookup,
@@ -128,6 +129,12 @@ class BinaryOp(OpKernel):
                     f"{self.node.describe()}: quantized {self.inputs[0].dtype} inputs are not "
                     "supported by this kernel"
                 )
+        # The float clamp to the finite range, skipped where the graph bounds the result far
+        # inside it (a clamp-type fused activation still clamps).
+        self._clamp = self.clamp_float and not (
+            self.activation == "NONE"
+            and magnitude_bound(self.subgraph, self.outputs[0].index) <= SAFE_MAGNITUDE
+        )
         fn = getattr(type(self), "fn", None)
         self.writes_into = (
             self._quantized is None
@@ -180,7 +187,7 @@ class BinaryOp(OpKernel):
                 ):
                     out = None
                 result = self._compute(a, b, out)
-        clamp = self.clamp_float and result.dtype.kind == "f"
+        clamp = self._clamp and result.dtype.kind == "f"
         if clamp or self.activation != "NONE":
             # Clamp in place when the result is ours (fresh, or the arena slot); a view of an
             # input is copied first.

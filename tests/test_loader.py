@@ -88,6 +88,19 @@ def test_empty_and_garbage_bytes_are_rejected(tmp_path: Path) -> None:
         offload.load_model(tmp_path / "missing.tflite")
 
 
+@pytest.mark.parametrize(
+    "path,expected",
+    [
+        (b"TFL3\x00\x00", "found bytes; pass a model's bytes as model_content"),
+        ("model\x00.tflite", "without NUL bytes"),
+        (3, "found int"),
+    ],
+)
+def test_a_path_that_is_not_a_path_is_a_typed_error(path: object, expected: str) -> None:
+    with pytest.raises(ModelLoadError, match=expected):
+        offload.load_model(path)  # type: ignore[arg-type]
+
+
 @needs_models
 @pytest.mark.parametrize("fraction", [0.05, 0.3, 0.6, 0.9, 0.999])
 def test_truncated_file_is_a_typed_error(tmp_path: Path, fraction: float) -> None:

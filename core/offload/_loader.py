@@ -128,7 +128,14 @@ def _read_bytes(model_path: str | os.PathLike[str] | None, model_content: Any) -
                 f"model_content must be bytes, found {type(model_content).__name__}"
             )
         return bytes(model_content), "<model_content>"
-    path = os.fspath(model_path)  # type: ignore[arg-type]
+    if not isinstance(model_path, (str, os.PathLike)):
+        hint = "; pass a model's bytes as model_content" if isinstance(model_path, bytes) else ""
+        raise ModelLoadError(
+            f"model_path must be a str or os.PathLike, found {type(model_path).__name__}{hint}"
+        )
+    path = os.fspath(model_path)
+    if not isinstance(path, str) or "\0" in path:
+        raise ModelLoadError(f"model_path must be a text path without NUL bytes, found {path!r}")
     return _map_regular_file(path), path
 
 

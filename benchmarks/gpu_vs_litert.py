@@ -257,6 +257,10 @@ def gpu_opencl(path: Path, inputs: Sequence[np.ndarray], half: bool) -> Runner:
         "partitions": len(stats),
         "launches": sum(s.get("launches", 0) for s in stats),
         "device": next((s["device"] for s in stats if s.get("device")), ""),
+        # Per partition: the kernel family, and in the GPU family each product's tile and
+        # split with what the autotuner timed (JSON only: the evidence for retuning tiles).
+        "kernels": [s.get("kernels", {}) for s in stats],
+        "init_stats": [{k: v for k, v in s.items() if k != "kernels"} for s in stats],
     }
     return Runner(
         interp.invoke,

@@ -7,6 +7,7 @@
 #   results.json   every figure (written after each model: a run cut short keeps its part)
 #   benchmark.log  the benchmark's stderr (LiteRT's and the drivers' own logs)
 #   run.log        what this script did and found
+#   preflight.log  the device's limits, program build times, registers and spills per kernel
 #
 # Nothing here needs a GPU: without NVIDIA's libraries gpu_opencl runs on whatever OpenCL
 # device is registered (PoCL) and LiteRT's GPU column says why it cannot run. On a Python other
@@ -109,6 +110,10 @@ for packed in "$BUNDLE"/models/*.xz; do
     esac 2>>"$LOG" || log "could not unpack $name"
 done
 log "models: $(ls "$WORK/models" | tr '\n' ' ')"
+
+# -- preflight: the program builds there? registers and spills per tiled kernel -----------------
+timeout 180 "$PY" "$ROOT/benchmarks/gpu_machine/preflight.py" >"$OUT/preflight.log" 2>&1
+log "preflight exit $? ($(head -2 "$OUT/preflight.log" | tr '\n' ' '))"
 
 # -- the benchmark ------------------------------------------------------------------------------
 args=(--model-dir "$WORK/models" --runs "$RUNS" --profile --write-json "$OUT/results.json")

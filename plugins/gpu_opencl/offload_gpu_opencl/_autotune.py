@@ -185,6 +185,12 @@ class Autotuner(GemmChooser):
             "searched": self.searched,
             "from_cache": self.from_cache,
             "from_memo": self.from_memo,
+            # What this chooser timed (products found in the memo or cache were not):
+            # device microseconds per candidate, the evidence behind each choice.
+            "timed_us": {
+                key: {name: round(seconds * 1e6, 2) for name, seconds in times.items()}
+                for key, times in self.timings.items()
+            },
         }
 
     # -- timing -------------------------------------------------------------------------------

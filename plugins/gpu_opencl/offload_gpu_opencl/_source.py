@@ -62,9 +62,19 @@ BLOCKINGS = ((6, 2), (8, 1), (4, 1), (1, 2))
 
 # (BM, BN, RM, RN) instances of the tiled kernels (tgemm.cl): a BM x BN output tile per
 # work-group of (BN / RN) x (BM / RM) = 256 items, RM x RN outputs per item. One group size
-# for all, a multiple of every GPU's preferred multiple (32 on NVIDIA, 64 on AMD); the tile
-# heights cover long (128), mid-size (64) and short or split-K (32) products.
-TILES = ((128, 64, 8, 4), (64, 64, 4, 4), (32, 64, 2, 4))
+# for all, a multiple of every GPU's preferred multiple (32 on NVIDIA, 64 on AMD). The first
+# three (the rule of thumb's, _tiling.default_choice) cover long (128), mid-size (64) and
+# short or split-K (32) products 64 channels wide; the rest are only ever chosen by timing:
+# 8 x 8 outputs per item for wide products (more reuse per local-memory read), and a tall,
+# narrow tile for the 16-32 channel layers of mobile networks, where 64 columns waste half.
+TILES = (
+    (128, 64, 8, 4),
+    (64, 64, 4, 4),
+    (32, 64, 2, 4),
+    (128, 128, 8, 8),
+    (64, 128, 4, 8),
+    (256, 32, 8, 4),
+)
 
 # Families compiled once per parameter set.
 TEMPLATES: dict[str, tuple[dict[str, int | str], ...]] = {

@@ -31,6 +31,7 @@ from offload_gpu_opencl._source import TILES, blocking
 
 __all__ = [
     "FAMILIES",
+    "RULE_TILES",
     "TILED_FLAG",
     "FixedChooser",
     "GemmChoice",
@@ -81,6 +82,8 @@ class Tile:
 
 
 TILE_LIST = tuple(Tile(*t) for t in TILES)
+# The rule of thumb's tiles, tallest first: all 64 wide, so height alone decides.
+RULE_TILES = TILE_LIST[:3]
 _TILES = {t.name: t for t in TILE_LIST}
 
 
@@ -165,11 +168,11 @@ def default_choice(problem: GemmProblem, units: int) -> GemmChoice:
     """The rule of thumb where nothing is timed: the tallest tile no taller than M that still
     gives every compute unit a group, else the shortest; then split K while the groups fill
     fewer than ``units`` units and a slice keeps MIN_SLICE_STEPS steps."""
-    shortest = TILE_LIST[-1]
+    shortest = RULE_TILES[-1]
     tile = next(
         (
             t
-            for t in TILE_LIST
+            for t in RULE_TILES
             if t.bm <= max(problem.m, shortest.bm) and _groups(problem, t) >= units
         ),
         shortest,
@@ -223,7 +226,8 @@ class GemmChooser:
         what choosing held (nothing, unless it timed)."""
 
     def summary(self) -> dict[str, Any]:
-        return {"family": "gpu", "problems": len(self.chosen)}
+        """What was chosen: the count of products, and per product key the choice's name."""
+        return {"family": "gpu", "problems": len(self.chosen), "choices": dict(self.chosen)}
 
 
 @dataclass

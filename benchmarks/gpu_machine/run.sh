@@ -57,13 +57,22 @@ else
 fi
 
 # -- Vulkan (LiteRT's GPU path: WebGPU on Vulkan): the loader from the .deb, NVIDIA's driver ------
-deb=$(ls "$BUNDLE"/debs/libvulkan1_*.deb 2>/dev/null | head -1)
-if [[ -n "$deb" ]] && dpkg -x "$deb" "$WORK/vulkan" 2>>"$LOG"; then
+# NVIDIA's Vulkan driver (libGLX_nvidia) needs libglvnd's libGLdispatch: the loader alone finds
+# "no drivers". As root on a machine with NVIDIA's Vulkan driver the packages go where the
+# system looks (what was seen working there); otherwise into a folder of ours on
+# LD_LIBRARY_PATH.
+debs=("$BUNDLE"/debs/*.deb)
+if [[ ! -e "${debs[0]}" ]] || ! command -v dpkg >/dev/null; then
+    log "Vulkan: no loader unpacked (no .deb or no dpkg): LiteRT GPU will say n/a"
+elif [[ $(id -u) -eq 0 && -e "$NVIDIA_VULKAN_ICD" ]]; then
+    for deb in "${debs[@]}"; do dpkg -x "$deb" / 2>>"$LOG"; done
+    ldconfig 2>>"$LOG"
+    log "Vulkan: $(basename -a "${debs[@]}" | cut -d_ -f1 | tr '\n' ' ')unpacked into / (ldconfig)"
+else
+    for deb in "${debs[@]}"; do dpkg -x "$deb" "$WORK/vulkan" 2>>"$LOG"; done
     libdir=$(dirname "$(find "$WORK/vulkan" -name 'libvulkan.so.1' | head -1)")
     export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    log "Vulkan: loader from $(basename "$deb") in $libdir"
-else
-    log "Vulkan: no loader unpacked (no .deb or no dpkg): LiteRT GPU will say n/a"
+    log "Vulkan: loader and GL dispatch libraries in $libdir"
 fi
 if [[ -e "$NVIDIA_VULKAN_ICD" ]]; then
     export VK_DRIVER_FILES="$NVIDIA_VULKAN_ICD" VK_ICD_FILENAMES="$NVIDIA_VULKAN_ICD"

@@ -225,6 +225,25 @@ def test_storage_and_access_builds(plain: bool, precision_loss: bool, pin, monke
     assert_close(found, run_litert(None, inputs, content), tol=1e-2 if precision_loss else 1e-4)
 
 
+@pytest.mark.litert
+@pytest.mark.parametrize("shape", [(1, 1000), (3, 17), (2, 5, 130), (4, 1)], ids=str)
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+def test_softmax_rows_matches_litert(shape: tuple[int, ...], precision_loss: bool) -> None:
+    """The GPU family's SOFTMAX, a group of 64 per row: rows shorter and longer than the group,
+    and not a multiple of it; inputs wide enough that the max must be subtracted."""
+    b = ModelBuilder()
+    x = b.add_input("x", shape)
+    y = b.add_tensor("y", shape)
+    b.add_operator("SOFTMAX", [x], [y], {"beta": 1.0})
+    b.add_output(y)
+    content = b.build()
+    inputs = [RNG.uniform(-40, 40, shape).astype(F)]
+    found, stats = run(content, inputs, kernel_family="gpu", precision_loss_allowed=precision_loss)
+    assert stats["launched"] == ["softmax_rows"]
+    # Half storage rounds inputs up to 40 by up to 40 * 2**-11, which exp turns into ~2%.
+    assert_close(found, run_litert(None, inputs, content), tol=3e-2 if precision_loss else 1e-5)
+
+
 # -- whole models -------------------------------------------------------------------------------
 
 MODELS = {name: path for name, path in face_models().items()} | {MOBILENET.name: MOBILENET}

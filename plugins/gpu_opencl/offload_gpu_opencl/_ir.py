@@ -193,6 +193,11 @@ class Lowering:
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()
 
+    @property
+    def gpu_family(self) -> bool:
+        """Lowering for the GPU kernel family (ops with a kernel of their own there ask)."""
+        return self.shapes is LAUNCH_SHAPES["gpu"]
+
     # -- tensors and constants ----------------------------------------------------------------
 
     def tensor(self, t: int) -> Tensor:

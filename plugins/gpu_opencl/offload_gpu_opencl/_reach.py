@@ -246,6 +246,7 @@ _REACH: dict[str, Callable[[list, tuple[int, ...]], list[Span]]] = {
     "resize_bilinear": _reach_resize_bilinear,
     "lstm_gates": _reach_lstm_gates,
     "softmax": _reach_softmax,
+    "softmax_rows": _reach_softmax,
 }
 
 

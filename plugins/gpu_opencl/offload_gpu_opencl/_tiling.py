@@ -52,7 +52,7 @@ FAMILIES = ("auto", "cpu", "gpu")
 # launch them carry them, since PoCL compiles every kernel of a program to hand out its binary.
 TILED_FLAG = "-DTILED_GEMM"
 TK = 16  # the K step of tgemm.cl (its local tiles' depth)
-SPLITS = (1, 2, 4, 8, 16)
+SPLITS = (1, 2, 4, 8, 16, 32)
 # A K slice shorter than this many steps spends more on partial sums than it saves.
 MIN_SLICE_STEPS = 4
 _ITEMS = 256  # work-items per group of every tile

@@ -1,4 +1,5 @@
-"""SOFTMAX over the last dimension, one row per item; beta 1 only, as LiteRT's GPU delegate."""
+"""SOFTMAX over the last dimension, beta 1 only, as LiteRT's GPU delegate: one row per item in
+the CPU kernel family, one row per group of 64 in the GPU family (cl/softmax.cl)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._shapes import need, required
 
 __all__ = ["SPECS"]
+
+ROW_GROUP = (64,)  # cl/softmax.cl's softmax_rows: its reqd_work_group_size
 
 
 def shapes(node: Node, sg: Subgraph) -> list[Shape]:
@@ -21,7 +24,11 @@ def lower(lw: Lowering, node: Node) -> None:
     shape = lw.tensor(x).shape
     c = int(shape[-1])
     rows = elements(shape) // c
-    lw.launch(node, "softmax", (rows,), lw.ref(x), lw.out(node), rows, c)
+    if lw.gpu_family:
+        args = (lw.ref(x), lw.out(node), rows, c)
+        lw.launch(node, "softmax_rows", (rows * ROW_GROUP[0],), *args, local=ROW_GROUP)
+    else:
+        lw.launch(node, "softmax", (rows,), lw.ref(x), lw.out(node), rows, c)
     lw.finish(node)
 
 

@@ -19,6 +19,7 @@ import tflite
 
 from offload._schema import (
     BUILTIN_OPS,
+    OPTION2_TYPES,
     OptionField,
     enum_values,
     option_fields,
@@ -32,7 +33,6 @@ _PYTHON_TYPES = {
     "Float32": "float (float32)",
     "Float64": "float",
 }
-_OPTIONS2 = {name.lower(): name for name in enum_values(tflite.BuiltinOptions2)}
 
 
 def _type(field: OptionField) -> str:
@@ -70,15 +70,10 @@ def render() -> str:
     version = importlib.metadata.version("tflite")
     by_type: dict[str, list[str]] = {}
     no_options: list[str] = []
-    options2: list[tuple[str, str]] = []
     for op in sorted(BUILTIN_OPS):
         type_name = options_type_for(op)
         if type_name is not None:
             by_type.setdefault(type_name, []).append(op)
-            continue
-        other = _OPTIONS2.get(op.replace("_", "").lower() + "options")
-        if other is not None:
-            options2.append((op, other))
         elif op not in ("CUSTOM", "PLACEHOLDER_FOR_GREATER_OP_CODES"):
             no_options.append(op)
     lines = [
@@ -111,10 +106,9 @@ def render() -> str:
         + ", ".join(f"`{op}`" for op in no_options)
         + ".",
         "",
-        "Ops whose options live in the schema's second union, `BuiltinOptions2`, which offload "
-        "does not read yet (`node.options` is empty): "
-        + ", ".join(f"`{op}` (`{name}`)" for op, name in options2)
-        + ".",
+        "The StableHLO ops, `DILATE` and `REDUCE_WINDOW` keep their options in the schema's "
+        "second union, `BuiltinOptions2`; `node.options` holds them all the same, and the "
+        "builder and `offload.export_partition` write them back there.",
         "",
         "## TensorType names",
         "",
@@ -124,7 +118,8 @@ def render() -> str:
     ]
     for type_name in sorted(by_type):
         ops = ", ".join(f"`{op}`" for op in by_type[type_name])
-        lines += ["", f"### {type_name}", "", f"Used by {ops}.", "", *_field_rows(type_name)]
+        union = " (in `BuiltinOptions2`)" if type_name in OPTION2_TYPES else ""
+        lines += ["", f"### {type_name}", "", f"Used by {ops}{union}.", "", *_field_rows(type_name)]
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ from offload._delegate import (
     DeviceProfile,
     KernelTiming,
 )
+from offload._export import ExportedPartition, check_exportable, export_partition
 from offload._graph import Model, ModelType, Node, OpOptions, Subgraph, Tensor
 from offload._interpreter import Interpreter, SignatureRunner
 from offload._loader import load_model
@@ -35,6 +36,7 @@ __all__ = [
     "DelegateOptions",
     "DelegateProvider",
     "DeviceProfile",
+    "ExportedPartition",
     "Interpreter",
     "KernelTiming",
     "Model",
@@ -53,8 +55,10 @@ __all__ = [
     "TensorComparison",
     "cache",
     "capability_matrix",
+    "check_exportable",
     "diff_per_node",
     "errors",
+    "export_partition",
     "geometry",
     "hookimpl",
     "list_delegates",

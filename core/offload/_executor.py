@@ -23,7 +23,7 @@ from offload._arena import StepTensors, plan_arena
 from offload._delegate import Delegate, DelegateKernel
 from offload._fold import fold_constants
 from offload._graph import Model, Subgraph
-from offload._partition import Partition
+from offload._partition import Partition, node_ranges
 from offload._plan import Plan, Step, make_plan
 from offload._shape_pass import (
     DEFAULT_MAX_TENSOR_BYTES,
@@ -516,7 +516,7 @@ class Executor:
         exc = failure.error
         message = (
             f"delegate {partition.delegate!r} failed in invoke on partition {partition.index} "
-            f"(nodes {_node_ranges(partition.nodes)}): {type(exc).__name__}: {exc}"
+            f"(nodes {node_ranges(partition.nodes)}): {type(exc).__name__}: {exc}"
         )
         if not self.allow_cpu_fallback:
             raise DelegateError(message) from exc
@@ -542,21 +542,6 @@ class _PartitionFailed(Exception):
         self.position = position
         self.step = step
         self.error = error
-
-
-def _node_ranges(nodes: Sequence[int]) -> str:
-    """``3-7, 9``: a partition's nodes, compactly."""
-    ordered = sorted(nodes)
-    spans: list[str] = []
-    start = prev = ordered[0]
-    for n in [*ordered[1:], None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        spans.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if n is not None:
-            start = prev = n
-    return ", ".join(spans)
 
 
 def _partition_runner(kernel: DelegateKernel) -> Callable[..., Any]:

@@ -7,6 +7,7 @@ are the ones LiteRT prints.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -173,6 +174,16 @@ class Subgraph:
     nodes: tuple[Node, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    # The Model holding this subgraph, set by Model itself and held weakly, since the model
+    # holds its subgraphs. A field rather than an attribute so that dataclasses.replace (the
+    # folded and shape-corrected copies delegates get) carries it over.
+    _model: weakref.ref[Model] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def model(self) -> Model | None:
+        """The model this subgraph belongs to (where the subgraphs its WHILE, IF and CALL_ONCE
+        nodes call are), or None for a subgraph built by hand or whose model is gone."""
+        return self._model() if self._model is not None else None
 
     def producers(self) -> dict[int, int]:
         """Map tensor index -> index of the node that writes it."""
@@ -209,6 +220,11 @@ class Model:
     model_type_reason: str
     source: str
     content: Any = field(repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        ref = weakref.ref(self)
+        for sg in self.subgraphs:
+            object.__setattr__(sg, "_model", ref)
 
     @property
     def main(self) -> Subgraph:

@@ -31,7 +31,7 @@ from offload._graph import (
     Tensor,
 )
 from offload._model_type import classify_model_type
-from offload._schema import OPTION_TYPE_NAMES, option_fields
+from offload._schema import OPTION2_TYPE_NAMES, OPTION_TYPE_NAMES, option_fields
 from offload.errors import ModelLoadError, UnsupportedModelError
 
 __all__ = ["load_model", "TENSOR_TYPES"]
@@ -84,14 +84,21 @@ _ZERO_POINT_RANGES: dict[str, tuple[int, int]] = {
 
 
 def _parse_options(op: Any) -> OpOptions:
-    """The operator's builtin options, every field by its snake_case name, enums by name."""
-    type_id = op.BuiltinOptionsType()
-    if type_id == 0:
+    """The operator's builtin options, every field by its snake_case name, enums by name.
+
+    They come from whichever of the schema's two unions the operator sets (``BuiltinOptions2``
+    holds the StableHLO ops' tables); LiteRT reads one or the other by op, never both.
+    """
+    if op.BuiltinOptionsType() != 0:
+        type_id, table = op.BuiltinOptionsType(), op.BuiltinOptions()
+        type_name, unknown = OPTION_TYPE_NAMES.get(type_id), f"UnknownOptions{type_id}"
+    elif op.BuiltinOptions2Type() != 0:
+        type_id, table = op.BuiltinOptions2Type(), op.BuiltinOptions2()
+        type_name, unknown = OPTION2_TYPE_NAMES.get(type_id), f"UnknownOptions2_{type_id}"
+    else:
         return EMPTY_OPTIONS
-    type_name = OPTION_TYPE_NAMES.get(type_id)
-    table = op.BuiltinOptions()
     if type_name is None or table is None:
-        return OpOptions(f"UnknownOptions{type_id}", {})
+        return OpOptions(unknown, {})
     cls = getattr(tflite, type_name, None)
     if cls is None:
         return OpOptions(type_name, {})

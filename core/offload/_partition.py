@@ -24,6 +24,7 @@ __all__ = [
     "group_units",
     "initial_units",
     "finish_partition",
+    "node_ranges",
     "order_units",
 ]
 
@@ -248,3 +249,18 @@ def finish_partition(
         outputs=tuple(dict.fromkeys(outputs)),
         constants=tuple(constants),
     )
+
+
+def node_ranges(nodes: Sequence[int]) -> str:
+    """``3-7, 9``: a partition's nodes, compactly."""
+    ordered = sorted(nodes)
+    spans: list[str] = []
+    start = prev = ordered[0]
+    for n in [*ordered[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        spans.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(spans)

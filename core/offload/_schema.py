@@ -24,6 +24,8 @@ import tflite
 
 __all__ = [
     "BUILTIN_OPS",
+    "OPTION2_TYPES",
+    "OPTION2_TYPE_NAMES",
     "OPTION_TYPES",
     "OPTION_TYPE_NAMES",
     "OptionField",
@@ -59,6 +61,10 @@ def snake_case(name: str) -> str:
 BUILTIN_OPS: dict[str, int] = enum_values(tflite.BuiltinOperator)
 OPTION_TYPES: dict[str, int] = enum_values(tflite.BuiltinOptions)
 OPTION_TYPE_NAMES: dict[int, str] = enum_names(tflite.BuiltinOptions)
+# The second union (StableHLO ops, DILATE, REDUCE_WINDOW): an operator sets one union or the
+# other, and no table name is in both, so a table's name says which union it belongs to.
+OPTION2_TYPES: dict[str, int] = enum_values(tflite.BuiltinOptions2)
+OPTION2_TYPE_NAMES: dict[int, str] = enum_names(tflite.BuiltinOptions2)
 
 # The generated enums a field can hold; unions (BuiltinOptions, QuantizationDetails, ...)
 # share the enum shape in Python but are table selectors, never field values.
@@ -106,7 +112,7 @@ _IRREGULAR_OPTIONS: dict[str, str] = {
     "RANDOM_UNIFORM": "RandomOptions",
     "MULTINOMIAL": "RandomOptions",
 }
-_OPTION_TYPES_FOLDED = {name.lower(): name for name in OPTION_TYPES}
+_OPTION_TYPES_FOLDED = {name.lower(): name for name in (*OPTION2_TYPES, *OPTION_TYPES)}
 
 _NUMBER_TYPES: dict[str, np.dtype] = {
     "Bool": np.dtype(np.bool_),
@@ -124,7 +130,8 @@ _NUMBER_TYPES: dict[str, np.dtype] = {
 
 
 def options_type_for(op: str) -> str | None:
-    """The BuiltinOptions table name for a builtin op name, or None if the op has no options."""
+    """The options table name for a builtin op name (from the schema's ``BuiltinOptions`` or
+    ``BuiltinOptions2`` union), or None if the op has no options."""
     if op in _IRREGULAR_OPTIONS:
         return _IRREGULAR_OPTIONS[op]
     return _OPTION_TYPES_FOLDED.get(op.replace("_", "").lower() + "options")

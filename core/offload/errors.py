@@ -26,6 +26,7 @@ __all__ = [
     "CapabilityDeclarationError",
     "PluginHookError",
     "PartitionError",
+    "PartitionExportError",
     "CpuFallbackError",
     "DelegateError",
     "ModelBuildError",
@@ -109,6 +110,14 @@ class PluginHookError(PluginError, TypeError):
 
 class PartitionError(OffloadError, ValueError):
     """Partitioning options or inputs were invalid."""
+
+
+class PartitionExportError(PartitionError):
+    """A partition cannot be written as a standalone .tflite model (``export_partition``): a
+    node the format cannot carry (a CUSTOM operator without its custom code, options the
+    installed schema does not know), state or a resource tensor shared across the partition's
+    boundary. The message names the node or tensor and says what to do; per node, the same
+    reason comes from ``offload.check_exportable`` for ``check_node`` to decline with."""
 
 
 class CpuFallbackError(OffloadError, RuntimeError):

@@ -3,7 +3,9 @@
 The flatbuffers builder writes back to front and forbids nesting, so every vector, string and
 child table is created before the table that refers to it. Options tables are written through
 the generated ``<Options>Add<Field>`` functions of the ``tflite`` package, field by field as
-:func:`offload._schema.option_fields` lists them.
+:func:`offload._schema.option_fields` lists them, into whichever of the schema's two options
+unions holds the table. The builder and :func:`offload.export_partition` both write through
+here: one .tflite writer in the project.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import flatbuffers
 import numpy as np
 import tflite
 
-from offload._graph import Quantization
-from offload._schema import OPTION_TYPES, option_field_map
+from offload._graph import Quantization, Sparsity
+from offload._schema import OPTION2_TYPES, OPTION_TYPES, option_field_map
 from offload.errors import ModelBuildError
 
 if TYPE_CHECKING:
@@ -32,7 +34,10 @@ _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
 
 @dataclass
 class TensorSpec:
-    """One tensor as the builder collected it; ``buffer`` 0 is the empty (runtime) buffer."""
+    """One tensor as the builder collected it; ``buffer`` 0 is the empty (runtime) buffer.
+
+    ``sparsity``: a sparse constant's storage layout (its buffer holds the stored values).
+    """
 
     name: str
     shape: tuple[int, ...]
@@ -41,11 +46,16 @@ class TensorSpec:
     quantization: Quantization | None
     shape_signature: tuple[int, ...] | None
     is_variable: bool
+    sparsity: Sparsity | None = None
 
 
 @dataclass
 class OperatorSpec:
-    """One operator: its opcode index, tensors and options (enums already numbers)."""
+    """One operator: its opcode index, tensors and options (enums already numbers).
+
+    ``options_type`` names a table of either options union; ``options`` holds its fields by
+    snake_case name (vectors as arrays, strings as str).
+    """
 
     opcode: int
     inputs: tuple[int, ...]
@@ -70,16 +80,63 @@ def _aligned_bytes(b: flatbuffers.Builder, data: bytes) -> int:
 
 def _write_options(b: flatbuffers.Builder, type_name: str, options: Mapping[str, Any]) -> int:
     fields = option_field_map(type_name)
-    vectors = {
-        key: b.CreateNumpyVector(np.asarray(value, fields[key].dtype).ravel())
-        for key, value in options.items()
-        if fields[key].kind == "vector"
+    present = {key: value for key, value in options.items() if value is not None}
+    # Vectors and strings are written before the table that points at them.
+    children = {
+        key: (
+            b.CreateString(value)
+            if fields[key].kind == "string"
+            else b.CreateNumpyVector(np.asarray(value, fields[key].dtype).ravel())
+        )
+        for key, value in present.items()
+        if fields[key].kind in ("vector", "string")
     }
     getattr(tflite, f"{type_name}Start")(b)
-    for key, value in options.items():
+    for key, value in present.items():
         adder = getattr(tflite, f"{type_name}Add{fields[key].getter}")
-        adder(b, vectors.get(key, value))
+        adder(b, children.get(key, value))
     return getattr(tflite, f"{type_name}End")(b)
+
+
+def _index_vector(b: flatbuffers.Builder, values: np.ndarray) -> tuple[int, int]:
+    """A SparseIndexVector (union type, table) in the narrowest type that holds ``values``,
+    the choice TFLite's sparsifier makes."""
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    choices = ((3, np.uint8, "Uint8Vector"), (2, np.uint16, "Uint16Vector"))
+    type_id, dtype, name = next(
+        (c for c in choices if low >= 0 and high <= np.iinfo(c[1]).max),
+        (1, np.int32, "Int32Vector"),
+    )
+    vec = b.CreateNumpyVector(np.asarray(values, dtype).ravel())
+    getattr(tflite, f"{name}Start")(b)
+    getattr(tflite, f"{name}AddValues")(b, vec)
+    return type_id, getattr(tflite, f"{name}End")(b)
+
+
+def _write_sparsity(b: flatbuffers.Builder, s: Sparsity) -> int:
+    dims = []
+    for d in s.dim_metadata:
+        segments = _index_vector(b, d.array_segments) if d.array_segments is not None else None
+        indices = _index_vector(b, d.array_indices) if d.array_indices is not None else None
+        tflite.DimensionMetadataStart(b)
+        tflite.DimensionMetadataAddFormat(b, 1 if d.format == "SPARSE_CSR" else 0)
+        tflite.DimensionMetadataAddDenseSize(b, d.dense_size)
+        if segments is not None:
+            tflite.DimensionMetadataAddArraySegmentsType(b, segments[0])
+            tflite.DimensionMetadataAddArraySegments(b, segments[1])
+        if indices is not None:
+            tflite.DimensionMetadataAddArrayIndicesType(b, indices[0])
+            tflite.DimensionMetadataAddArrayIndices(b, indices[1])
+        dims.append(tflite.DimensionMetadataEnd(b))
+    dim_metadata = _vector_of_tables(b, dims)
+    traversal = _int_vector(b, s.traversal_order)
+    block_map = _int_vector(b, s.block_map) if s.block_map else None
+    tflite.SparsityParametersStart(b)
+    tflite.SparsityParametersAddTraversalOrder(b, traversal)
+    if block_map is not None:
+        tflite.SparsityParametersAddBlockMap(b, block_map)
+    tflite.SparsityParametersAddDimMetadata(b, dim_metadata)
+    return tflite.SparsityParametersEnd(b)
 
 
 def _write_quantization(b: flatbuffers.Builder, q: Quantization) -> int:
@@ -97,6 +154,7 @@ def _write_tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
     shape = _int_vector(b, t.shape)
     signature = _int_vector(b, t.shape_signature) if t.shape_signature is not None else None
     quant = _write_quantization(b, t.quantization) if t.quantization is not None else None
+    sparsity = _write_sparsity(b, t.sparsity) if t.sparsity is not None else None
     tflite.TensorStart(b)
     tflite.TensorAddShape(b, shape)
     tflite.TensorAddType(b, t.type_id)
@@ -108,6 +166,8 @@ def _write_tensor(b: flatbuffers.Builder, t: TensorSpec) -> int:
         tflite.TensorAddIsVariable(b, True)
     if signature is not None:
         tflite.TensorAddShapeSignature(b, signature)
+    if sparsity is not None:
+        tflite.TensorAddSparsity(b, sparsity)
     return tflite.TensorEnd(b)
 
 
@@ -125,7 +185,10 @@ def _write_operator(b: flatbuffers.Builder, op: OperatorSpec) -> int:
     tflite.OperatorAddOpcodeIndex(b, op.opcode)
     tflite.OperatorAddInputs(b, inputs)
     tflite.OperatorAddOutputs(b, outputs)
-    if options is not None:
+    if options is not None and op.options_type in OPTION2_TYPES:
+        tflite.OperatorAddBuiltinOptions2Type(b, OPTION2_TYPES[op.options_type])
+        tflite.OperatorAddBuiltinOptions2(b, options)
+    elif options is not None:
         tflite.OperatorAddBuiltinOptionsType(b, OPTION_TYPES[op.options_type])
         tflite.OperatorAddBuiltinOptions(b, options)
     if custom is not None:

@@ -12,8 +12,10 @@ Options are given as the snake_case fields offload's loader reads back (``stride
 ``fused_activation_function``, ``new_shape``); every enum by name, as the loader reports it
 (``padding="SAME"``, ``weights_format="DEFAULT"``), TensorType fields also as a numpy dtype.
 docs/node-options.md lists each op's fields. The options table and its fields come from the
-schema by reflection (:mod:`offload._schema`), so every builtin op with scalar or vector
-options is covered without a per-op table; :mod:`offload.model._writer` writes the bytes.
+schema by reflection (:mod:`offload._schema`), so every builtin op is covered without a
+per-op table, StableHLO ops (whose tables are in the schema's ``BuiltinOptions2``) and string
+fields (``VAR_HANDLE``'s ``shared_name``) included; :mod:`offload.model._writer` writes the
+bytes.
 """
 
 from __future__ import annotations
@@ -297,9 +299,9 @@ def _check_options(op: str, options_type: str | None, options: Mapping[str, Any]
     """Validate option names and values; enums given by name become their numbers."""
     if options_type is None:
         return {}
-    # Strings and nested tables are not settable from a dict; no builtin op needs them.
+    # Nested tables are not settable from a dict; no options table of the schema has one.
     settable = option_field_map(options_type).items()
-    fields = {name: f for name, f in settable if f.kind in ("scalar", "vector")}
+    fields = {name: f for name, f in settable if f.kind != "table"}
     out: dict[str, Any] = {}
     for key, value in options.items():
         if key not in fields:
@@ -308,6 +310,11 @@ def _check_options(op: str, options_type: str | None, options: Mapping[str, Any]
                 f"{sorted(fields) or 'none'}"
             )
         field = fields[key]
+        if field.kind == "string":
+            if not isinstance(value, str):
+                raise ModelBuildError(f"{op}: option {key} expects a str, found {value!r}")
+            out[key] = value
+            continue
         if field.enum == "TensorType" and not isinstance(value, (int, np.integer)):
             value = _tensor_type(value, f"{op} option {key}")
         elif field.enum is not None and isinstance(value, str):

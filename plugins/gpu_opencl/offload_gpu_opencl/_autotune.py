@@ -23,7 +23,7 @@ import pyopencl as cl
 from offload_gpu_opencl._cache import SerializationCache
 from offload_gpu_opencl._device import DeviceHandle, build_program
 from offload_gpu_opencl._errors import GpuOpenCLError
-from offload_gpu_opencl._ir import LINEAR, SLACK
+from offload_gpu_opencl._ir import SLACK
 from offload_gpu_opencl._source import source_hash
 from offload_gpu_opencl._tiling import (
     TILED_FLAG,
@@ -240,20 +240,15 @@ class Autotuner(GemmChooser):
         zero = self._buffer("zero", 8)
         y = self._buffer("y", m * co)
         part = self._buffer("part", slices * m * co) if slices > 1 else zero
+        tiles = -(-co // tile.bn) * -(-m // tile.bm)
+        count = self._buffer("count", tiles) if slices > 1 else zero  # zeroed: see _buffer
         ints = [np.int32(v) for v in (m, k, co, *problem.geometry, choice.slice_length(k), co, 0)]
         flags = [np.int32(0)] * 4
         tx, ty, _ = tile.local
         tiled = cl.Kernel(program, f"t{problem.kind}_{tile.name}")
-        tiled.set_args(x, weights, bias, zero, zero, y, part, *ints, *flags)
+        tiled.set_args(x, weights, bias, zero, zero, y, part, count, *ints, *flags)
         grid = (-(-co // tile.bn) * tx, -(-m // tile.bm) * ty, slices)
-        calls = [(tiled, grid, tile.local)]
-        if slices > 1:
-            reduce = cl.Kernel(program, "tgemm_reduce")
-            sizes = map(np.int32, (m, co, slices, co, 0))
-            reduce.set_args(part, bias, zero, zero, y, *sizes, *flags)
-            size = -(-(m * co) // LINEAR[0]) * LINEAR[0]
-            calls.append((reduce, (size,), LINEAR))
-        return calls
+        return [(tiled, grid, tile.local)]
 
     def _get_program(self) -> cl.Program:
         if self._program is None:

@@ -233,7 +233,8 @@ class Lowering:
 
     def work(self, name: str, count: int) -> Ref:
         """A float32 work buffer of at least ``count`` elements, shared by every launch that
-        asks for ``name`` (launches run in order, so one use ends before the next begins)."""
+        asks for ``name`` (launches run in order, so one use ends before the next begins).
+        Zeroed once at setup: a launch that counts in it (split-K arrivals) leaves it zero."""
         self.scratch[name] = max(self.scratch.get(name, 0), int(count))
         return Ref("c", name)
 

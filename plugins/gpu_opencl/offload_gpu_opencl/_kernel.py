@@ -277,7 +277,10 @@ class GpuKernel(DelegateKernel):
                 "clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data
             )
         for name, size in work_bytes.items():
-            self.constants[name] = check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, size)
+            zeros = np.zeros(size // 4, np.float32)
+            self.constants[name] = check(
+                "clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=zeros
+            )
         made = [check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need) for need in slots]
         self.buffers: dict[int, cl.Buffer] = {t: made[slot] for t, slot in slot_of.items()}
         self._device_bytes = sum(slots) + sum(const_bytes.values()) + sum(work_bytes.values())

@@ -27,8 +27,9 @@ Kernel shapes (all guard the rounded-up NDRange against the real extents):
   registers, a fast path for windows inside the image (3-D NDRange: channel block, x block, row);
 * elementwise ops, pools, resize: 8 channels (or 8 consecutive elements) per work-item;
 * the GPU family (_tiling): local-memory tiled GEMM (``tgemm``) and implicit-GEMM convolution
-  (``tconv``) over work-groups of 256 items, one instance per tile in :data:`TILES`, with a
-  split-K reduction (``tgemm_reduce``). Compiled in only with ``-DTILED_GEMM`` (_tiling).
+  (``tconv``) over work-groups of 256 items, one instance per tile in :data:`TILES`, split
+  over K where that pays (the last group of a tile adds the slices up). Compiled in only with
+  ``-DTILED_GEMM`` (_tiling).
 
 Files: ``cl/prelude.cl`` comes first; every other ``cl/<family>.cl`` is one kernel family (the
 unit a build failure is narrowed down to); ``cl/parts/*.cl`` are pieces that templates include.

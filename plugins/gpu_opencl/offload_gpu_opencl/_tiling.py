@@ -4,9 +4,10 @@ The CPU family (``matmul_*`` / ``conv2d_*``, register-blocked for PoCL's CPU dri
 16 items, a few thousand items per launch) leaves a GPU mostly idle. The GPU family runs the
 same products as local-memory tiled GEMMs (cl/tgemm.cl): groups of 256 items, a BM x BN tile
 each (:data:`TILES`), and for short products with a long K a *split-K*: the NDRange's third
-dimension slices K, the slices' partial sums go to a float32 work buffer and ``tgemm_reduce``
-adds them up and runs the epilogue. Both families read the same pre-transformed weights
-([K][Co8]) and run the same fused epilogue, so fusion and the constants cache are shared.
+dimension slices K, the slices' partial sums go to a float32 work buffer, and the last group of
+each tile to finish adds them up and runs the epilogue. Both families read the same
+pre-transformed weights ([K][Co8]) and run the same fused epilogue, so fusion and the constants
+cache are shared.
 
 A :class:`GemmProblem` is one product as the kernels see it; a :class:`GemmChoice` (tile and
 split) is how to run it; a :class:`GemmChooser` picks one per problem: :class:`FixedChooser`
@@ -24,7 +25,7 @@ import pyopencl as cl
 
 from offload import Node
 from offload_gpu_opencl._errors import ShapeCheckError
-from offload_gpu_opencl._ir import BLOCKS, INT_MAX, LINEAR, SLACK, Lowering, Ref
+from offload_gpu_opencl._ir import BLOCKS, INT_MAX, SLACK, Lowering, Ref
 from offload_gpu_opencl._reach import register_reach
 from offload_gpu_opencl._shapes import need
 from offload_gpu_opencl._source import TILES, blocking
@@ -289,7 +290,11 @@ def launch_gemm(
         raise ShapeCheckError(
             f"split-K partial sums of {slices} x {m} x {co} values pass the 32-bit indices"
         )
+    tiles = -(-co // tile.bn) * -(-m // tile.bm)
     part = lw.work("split_k", slices * m * co) if slices > 1 else lw.zeros(8)
+    # The split tiles' arrival counts (int32 in a work buffer: zero at setup, and each launch
+    # leaves them zero again).
+    count = lw.work("split_k_count", tiles) if slices > 1 else lw.zeros(8)
     tx, ty, _ = tile.local
     lw.launch(
         node,
@@ -302,6 +307,7 @@ def launch_gemm(
         alpha,
         y,
         part,
+        count,
         m,
         k,
         co,
@@ -312,24 +318,6 @@ def launch_gemm(
         *flags,
         local=tile.local,
     )
-    if slices > 1:
-        lw.launch(
-            node,
-            "tgemm_reduce",
-            (m * co,),
-            part,
-            bias,
-            res,
-            alpha,
-            y,
-            m,
-            co,
-            slices,
-            stride,
-            offset,
-            *flags,
-            local=LINEAR,
-        )
 
 
 # -- reach (see _reach): what each launch of these kernels may touch ---------------------------
@@ -355,14 +343,16 @@ def _reach_tiled(conv: bool) -> Callable[[list, tuple[int, ...]], list[Span]]:
         else:
             x = (0, m * k)
         split = slices > 1
+        tiles = g[0] * g[1] // _ITEMS  # groups over M and Co: every tile is one of 256 items
         return [
             x,
             (0, k * _c8(co)),
             (0, _c8(co)),
             (0, m * rc),
             (0, co * bool(prelu)),
-            _NOTHING if split else _rows(m, co, ys, yo),
+            _rows(m, co, ys, yo),
             (0, slices * m * co) if split else _NOTHING,
+            (0, tiles) if split else _NOTHING,
         ]
 
     return reach
@@ -376,17 +366,5 @@ def _rows(m: int, co: int, stride: int, offset: int) -> Span:
     return offset, (m - 1) * stride + offset + co
 
 
-def _reach_reduce(a: list, g: tuple[int, ...]) -> list[Span]:
-    m, co, slices, ys, yo, _act, rc, _act2, prelu = a
-    return [
-        (0, slices * m * co),
-        (0, _c8(co)),
-        (0, m * rc),
-        (0, co * bool(prelu)),
-        _rows(m, co, ys, yo),
-    ]
-
-
-register_reach("tgemm", _reach_tiled(False), written=2)
-register_reach("tconv", _reach_tiled(True), written=2)
-register_reach("tgemm_reduce", _reach_reduce)
+register_reach("tgemm", _reach_tiled(False), written=3)
+register_reach("tconv", _reach_tiled(True), written=3)

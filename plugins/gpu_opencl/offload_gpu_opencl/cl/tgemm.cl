@@ -18,8 +18,11 @@
 //
 // Split-K: the NDRange's third dimension slices K into runs of KS (a multiple of TK). With one
 // slice the group applies bias and epilogue and stores y; with several it stores raw partial
-// sums to part[slice][M][Co] and tgemm_reduce finishes them. Output rows are YS apart from
-// channel YO on (see epilogue1.cl): a CONCATENATION input is written in place.
+// sums to part[slice][M][Co], and the last of a tile's groups to finish (counted in count[],
+// zero before the launch and left zero after it) adds the slices up in slice order and runs
+// the epilogue: no second launch, which on an H100 cost as much as the product's own for most
+// split products. Output rows are YS apart from channel YO on (see epilogue1.cl): a
+// CONCATENATION input is written in place.
 
 #if defined(TILED_GEMM)
 // @include epilogue1.cl
@@ -27,7 +30,7 @@
 __attribute__((reqd_work_group_size({BN} / {RN}, {BM} / {RM}, 1)))
 __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_t* w,
         __global const param_t* b, __global const store_t* res, __global const param_t* alpha,
-        __global store_t* y, __global float* part,
+        __global store_t* y, __global float* part, __global int* count,
         int M, int K, int Co, int H, int W, int Ci, int OH, int OW,
         int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL, int KS, int YS, int YO,
         int act, int RC, int act2, int prelu) {
@@ -36,6 +39,7 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
        fall in different local memory banks. */
     __local real As[16][{BM} + 1];
     __local real Bs[16][{BN}];
+    __local int finisher;
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * TX + tx;
     const int n0 = get_group_id(0) * {BN}, m0 = get_group_id(1) * {BM};
     const int Co8 = ((Co + 7) >> 3) << 3;
@@ -114,20 +118,61 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    const bool split = get_num_groups(2) > 1;
-    __global float* slice = part + get_group_id(2) * M * Co;
-    #pragma unroll
-    for (int i = 0; i < {RM}; ++i) {
-        const int row = m0 + ty + i * TY;
+    const int slices = get_num_groups(2), MC = M * Co;
+    if (slices == 1) {
         #pragma unroll
-        for (int j = 0; j < {RN}; ++j) {
-            const int col = n0 + tx + j * TX;
-            if (row >= M || col >= Co) continue;
-            if (split)
-                slice[row * Co + col] = (float)acc[i][j];
-            else
-                epilogue1(y, row, col, YS, YO, acc[i][j] + LDP(b, col), act, res, RC, act2,
-                          alpha, prelu);
+        for (int i = 0; i < {RM}; ++i) {
+            const int row = m0 + ty + i * TY;
+            #pragma unroll
+            for (int j = 0; j < {RN}; ++j) {
+                const int col = n0 + tx + j * TX;
+                if (row < M && col < Co)
+                    epilogue1(y, row, col, YS, YO, acc[i][j] + LDP(b, col), act, res, RC, act2,
+                              alpha, prelu);
+            }
+        }
+    } else {
+        /* No early return around these barriers, and no unroll pragma on the finishing
+           loops (they read memory, not the accumulators): with either, PoCL's CPU driver
+           corrupted memory on 16 x 64 tiles. The store loop is unrolled so that the
+           accumulators stay in registers. */
+        __global float* slice = part + get_group_id(2) * MC;
+        #pragma unroll
+        for (int i = 0; i < {RM}; ++i) {
+            const int row = m0 + ty + i * TY;
+            #pragma unroll
+            for (int j = 0; j < {RN}; ++j) {
+                const int col = n0 + tx + j * TX;
+                if (row < M && col < Co) slice[row * Co + col] = (float)acc[i][j];
+            }
+        }
+        /* Each item's partial sums visible device-wide before the group is counted; the group
+           that counts last finds every other slice's sums written. */
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) {
+            const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
+            const int last = atomic_inc(count + tile) == slices - 1;
+            if (last) atomic_xchg(count + tile, 0);
+            finisher = last;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (finisher) {
+            mem_fence(CLK_GLOBAL_MEM_FENCE);
+            /* volatile: other groups wrote these; a cached line must not answer. */
+            __global volatile const float* parts = part;
+            for (int i = 0; i < {RM}; ++i) {
+                const int row = m0 + ty + i * TY;
+                for (int j = 0; j < {RN}; ++j) {
+                    const int col = n0 + tx + j * TX;
+                    if (row < M && col < Co) {
+                        float sum = 0.0f;
+                        for (int s = 0; s < slices; ++s) sum += parts[s * MC + row * Co + col];
+                        epilogue1(y, row, col, YS, YO, (real)sum + LDP(b, col), act, res, RC,
+                                  act2, alpha, prelu);
+                    }
+                }
+            }
         }
     }
 }

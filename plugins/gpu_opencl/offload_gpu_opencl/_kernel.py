@@ -34,12 +34,6 @@ from offload_gpu_opencl._lower import lower
 from offload_gpu_opencl._source import source_hash
 from offload_gpu_opencl._tiling import family_options
 
-# Launches between flushes. A driver may hold enqueued commands until a flush (NVIDIA's does:
-# on an H100 a partition's kernels started only at the final clFinish, so the host's
-# ~8 us per enqueue and the device's work added up instead of overlapping). A flush after the
-# first launch starts the device; one every FLUSH_EVERY launches keeps it fed.
-FLUSH_EVERY = 16
-
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
 
@@ -418,8 +412,6 @@ class GpuKernel(DelegateKernel):
                 events.append((UPLOAD, "transfer", 0, event))
         for pos, (kernel, global_size, local_size) in enumerate(self.calls):
             event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
-            if pos % FLUSH_EVERY == 0:
-                queue.flush()
             if events is not None:
                 events.append((self._families[pos], "kernel", self._flops[pos], event))
         reads = []

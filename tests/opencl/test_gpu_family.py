@@ -23,6 +23,7 @@ from offload_gpu_opencl import _device, _kernel
 from offload_gpu_opencl._autotune import forget_tuning, tuning_key
 from offload_gpu_opencl._device import open_device
 from offload_gpu_opencl._tiling import (
+    RULE_TILES,
     TILE_LIST,
     GemmChoice,
     GemmChooser,
@@ -160,12 +161,12 @@ def test_auto_keeps_the_cpu_family_on_cpu_devices() -> None:
 
 def test_rule_of_thumb_splits_short_products_with_long_k() -> None:
     """On a 132-unit GPU: the classifier FC and the 8x8 layers split K; a 112x112 layer with
-    K = 32 fills the card with 64-row tiles and does not split."""
+    K = 32 fills the card with 32 x 32 tiles (the H100's usual winner) and does not split."""
     classifier = default_choice(GemmProblem("gemm", 1, 2048, 1000), H100_UNITS)
     eight = default_choice(GemmProblem("gemm", 64, 1280, 384), H100_UNITS)
     wide = default_choice(GemmProblem("gemm", 112 * 112, 32, 64), H100_UNITS)
     assert classifier.split > 1 and eight.split > 1
-    assert wide == GemmChoice(TILE_LIST[1], 1)
+    assert wide == GemmChoice(RULE_TILES[0], 1) and RULE_TILES[0].name == "32x32"
     for problem in (GemmProblem("gemm", 1, 2048, 1000), GemmProblem("gemm", 64, 1280, 384)):
         assert default_choice(problem, H100_UNITS) in candidates(problem, H100_UNITS)
 

@@ -63,13 +63,12 @@ BLOCKINGS = ((6, 2), (8, 1), (4, 1), (1, 2))
 
 # (BM, BN, RM, RN) instances of the tiled kernels (tgemm.cl): a BM x BN output tile per
 # work-group of (BN / RN) x (BM / RM) = 256 items, RM x RN outputs per item. One group size
-# for all, a multiple of every GPU's preferred multiple (32 on NVIDIA, 64 on AMD). The first
-# three (the rule of thumb's, _tiling.default_choice) cover long (128), mid-size (64) and
-# short or split-K (32) products 64 channels wide; the rest are only ever chosen by timing:
-# 8 x 8 outputs per item for wide products (more reuse per local-memory read), a tall,
-# narrow tile for the 16-32 channel layers of mobile networks, where 64 columns waste half,
-# and small tiles (more groups) for the short products that fill an H100's 132 units with
-# 32 x 64 tiles only when split 8-16 ways (measured there: 32 x 64 won 3 products in 4).
+# for all, a multiple of every GPU's preferred multiple (32 on NVIDIA, 64 on AMD). Long (128),
+# mid-size (64) and short (32) products 64 channels wide; 8 x 8 outputs per item for wide
+# products (more reuse per local-memory read); a tall, narrow tile for the 16-32 channel
+# layers of mobile networks; and the small tiles that won nearly every product of the face
+# models, MobileNetV2 and InceptionV3 when timed on an H100 (more groups for short products;
+# _tiling.RULE_TILES).
 TILES = (
     (128, 64, 8, 4),
     (64, 64, 4, 4),

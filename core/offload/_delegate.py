@@ -129,6 +129,17 @@ class DelegateKernel:
         fields. Optional; None (the default) means no device profile."""
         return None
 
+    def reset_variables(self) -> None:
+        """Start the partition's state over, for ``Interpreter.reset_all_variables()``.
+
+        A kernel that keeps state between invokes (the variables of an exported partition
+        held by another runtime, an LSTM's state on a device) puts it back to its first value
+        here, as LiteRT's ``ResetVariableTensors`` does. Optional; the default does nothing,
+        which is right for kernels without state. If it raises, the partition runs on the CPU
+        reference from then on, starting from the reset state (an error with
+        ``allow_cpu_fallback=False``).
+        """
+
 
 class Delegate:
     """Base class of every delegate, ours and third parties'.
@@ -141,6 +152,9 @@ class Delegate:
     version: ClassVar[str] = "0"
     Options: ClassVar[type[DelegateOptions]] = DelegateOptions
     CAPABILITIES: ClassVar[Capabilities]
+    # Set by a delegate that hands its partitions to LiteRT and can have LiteRT apply a C
+    # delegate library (.so) to them; it implements for_native_library.
+    runs_native_delegates: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
         self.options = self.parse_options(options)
@@ -163,6 +177,19 @@ class Delegate:
             raise DelegateOptionsError(
                 f"delegate {cls.name!r} rejected its options: {problems} (valid options: {valid})"
             ) from None
+
+    @classmethod
+    def for_native_library(cls, path: str, options: Mapping[str, Any] | None = None) -> Delegate:
+        """This delegate, set to have LiteRT apply the C delegate library at ``path`` (with the
+        library's own ``options``) to the partitions it runs.
+
+        ``offload.load_delegate("x.so", options)`` and ``--external_delegate_path x.so`` come
+        here, to the installed delegate that sets ``runs_native_delegates`` (the ``litert``
+        delegate): a LiteRT C delegate is native code that only LiteRT can load. Required
+        when ``runs_native_delegates`` is set; options the library refuses raise
+        :class:`~offload.errors.DelegateOptionsError`.
+        """
+        raise NotImplementedError(f"{cls.__name__} does not run LiteRT C delegate libraries")
 
     @classmethod
     def availability(cls) -> Availability:

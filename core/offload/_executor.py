@@ -209,10 +209,12 @@ class Executor:
             return None
         return kernel
 
-    def _restore_to_cpu(self, partition: Partition, context: str, exc: Exception) -> None:
+    def _restore_to_cpu(
+        self, partition: Partition, context: str, exc: Exception, failed: str = "to prepare"
+    ) -> None:
         """Give a partition whose delegate failed back to the CPU, with one warning."""
         message = (
-            f"delegate {partition.delegate!r} failed to prepare partition {partition.index} "
+            f"delegate {partition.delegate!r} failed {failed} partition {partition.index} "
             f"{context}: {type(exc).__name__}: {exc}"
         )
         if not self.allow_cpu_fallback:
@@ -423,12 +425,27 @@ class Executor:
         for t in self.subgraph.tensors:
             if t.is_variable:
                 self.buffers[t.index] = variable_initial_value(t, self.shapes[t.index])
+        # State a delegate keeps itself (an exported partition's variables inside another
+        # runtime) starts over too; a kernel that cannot reset gives its partition back to the
+        # CPU, which starts from the variables just reset.
+        restored = False
+        for index, kernel in list(self.delegate_kernels.items()):
+            try:
+                kernel.reset_variables()
+            except Exception as exc:
+                assert self.plan is not None
+                partition = self.plan.partitions[index]
+                self._restore_to_cpu(
+                    partition, f"(nodes {node_ranges(partition.nodes)})", exc, "to reset"
+                )
+                restored = True
         if self.folded_nodes:
             # Folded state (an LSTM state dequantized from constants) starts over too.
             self.folded.clear()
             self.folded_nodes.clear()
-            if self.plan is not None and self.allocated:
-                self.allocate()
+            restored = True
+        if restored and self.plan is not None and self.allocated:
+            self.allocate()
 
     # -- running ----------------------------------------------------------------------------
 

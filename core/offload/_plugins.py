@@ -28,6 +28,10 @@ Policy (tested in tests/test_plugins.py):
   by its hook) makes the plugin invalid, with the op and the field named.
 * ``load_delegate("path/to/file.py" | "package.module")`` loads a delegate that is not
   installed, like LiteRT's ``--external_delegate_path``, with the same hook checks.
+* ``load_delegate("path/to/libdelegate.so", options)``: a LiteRT C delegate library is native
+  code that only LiteRT loads. It goes to the installed delegate that declares
+  ``runs_native_delegates`` (``litert``, from offload-litert), which has LiteRT apply it to the
+  partitions it runs; without one, the error says what to install.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from offload._delegate import Availability, Delegate, DelegateOptions
 from offload._providers import DelegateProvider
 from offload.errors import (
     CapabilityDeclarationError,
+    DelegateOptionsError,
     DelegateUnavailableError,
     PluginError,
     PluginHookError,
@@ -74,6 +79,8 @@ __all__ = [
     "delegate_class",
     "delegate_providers",
     "call_hook",
+    "is_native_library",
+    "native_delegate_class",
 ]
 
 ENTRY_POINT_GROUP = "offload.delegates"
@@ -524,13 +531,65 @@ def _external_delegate_class(target: str) -> type[Delegate]:
     return _validate_delegate(classes[0], target)
 
 
+# What a LiteRT C delegate library is called on each platform (``libedgetpu.so.1`` too).
+_NATIVE_SUFFIXES = (".so", ".dylib", ".dll")
+
+
+def is_native_library(name: str) -> bool:
+    """Whether ``name`` names a native shared library (a LiteRT C delegate), by its file name."""
+    base = os.path.basename(str(name))
+    return base.endswith(_NATIVE_SUFFIXES) or ".so." in base
+
+
+def native_delegate_class(library: str) -> type[Delegate]:
+    """The installed delegate that has LiteRT apply C delegate libraries to its partitions.
+
+    Raises :class:`PluginError` saying what to install when there is none.
+    """
+    reg = plugin_manager()
+    runners = sorted(
+        (r for r in reg.delegates.values() if r.cls.runs_native_delegates),
+        key=lambda r: (not r.availability.available, r.name),
+    )
+    if runners:
+        return runners[0].cls
+    failed = [
+        f"{p.name} ({p.status}: {p.error})"
+        for p in reg.plugins.values()
+        if p.status in ("import-error", "invalid")
+    ]
+    broken = f"; plugins that failed to load: {', '.join(failed)}" if failed else ""
+    raise PluginError(
+        f"{library!r} is a LiteRT C delegate library (native code, not a Python delegate); "
+        "offload has LiteRT apply such libraries through the 'litert' delegate, and no "
+        f"installed delegate does that: install it with pip install offload-litert{broken}"
+    )
+
+
 def load_delegate(
     name: str, options: Mapping[str, Any] | DelegateOptions | None = None
 ) -> Delegate:
     """A configured delegate, by installed name or from a module path (LiteRT's load_delegate).
 
-    Raises :class:`DelegateUnavailableError` with the reason when it cannot run here.
+    A native library (``x.so``, ``x.dylib``, ``x.dll``) is a LiteRT C delegate: it is applied
+    by LiteRT, through the installed delegate that runs such libraries (``litert``), and
+    ``options`` are the library's own. Raises :class:`DelegateUnavailableError` with the
+    reason when the delegate cannot run here.
     """
+    if name not in plugin_manager().delegates and is_native_library(name):
+        native = native_delegate_class(name)
+        availability = _availability(native)
+        if not availability.available:
+            raise DelegateUnavailableError(
+                f"delegate {native.name!r}, which applies LiteRT C delegate libraries such as "
+                f"{name!r}, is installed but unavailable here: {availability.reason}"
+            )
+        if isinstance(options, DelegateOptions):
+            raise DelegateOptionsError(
+                f"options for the LiteRT C delegate library {name!r} are the library's own "
+                f"(a mapping of names to values), found {type(options).__name__}"
+            )
+        return native.for_native_library(name, options)
     if name in plugin_manager().delegates:
         cls = delegate_class(name)
     elif name.endswith(".py") or "/" in name or os.sep in name or "." in name:

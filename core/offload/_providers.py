@@ -192,12 +192,13 @@ def add_provider_flags(
     group.add_argument(
         "--external_delegate_path",
         default=None,
-        help="a delegate module (path/to/file.py or package.module) to load",
+        help="a delegate module (path/to/file.py or package.module) to load, or a LiteRT C "
+        "delegate library (x.so), which the litert delegate (offload-litert) has LiteRT apply",
     )
     group.add_argument(
         "--external_delegate_options",
         default="",
-        help="options for the external delegate, 'k1:v1;k2:v2'",
+        help="options for the external delegate (a C library's own), 'k1:v1;k2:v2'",
     )
 
 

@@ -20,8 +20,10 @@ from offload._plugins import (
     _external_delegate_class,
     delegate_class,
     delegate_providers,
+    is_native_library,
     list_delegates,
     load_delegate,
+    native_delegate_class,
     plugin_manager,
 )
 from offload._providers import add_provider_flags, delegates_from_args
@@ -117,6 +119,8 @@ class DelegateChoice:
 def _delegate_class_for(name: str) -> type[Delegate]:
     if name in plugin_manager().delegates:
         return delegate_class(name)
+    if is_native_library(name):
+        return native_delegate_class(name)
     if name.endswith(".py") or "/" in name or "." in name:
         return _external_delegate_class(name)
     return delegate_class(name)
@@ -142,7 +146,9 @@ def build_delegates(
                 raise
             cls = _delegate_class_for(name)
             reason = _availability(cls).reason
-            choices.append(DelegateChoice(cls.name, cls(options), False, reason))
+            native = is_native_library(name) and name not in plugin_manager().delegates
+            d = cls.for_native_library(name, options) if native else cls(options)
+            choices.append(DelegateChoice(cls.name, d, False, reason))
     return choices
 
 

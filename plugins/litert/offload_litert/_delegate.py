@@ -1,0 +1,227 @@
+"""The litert delegate: options, declared capabilities, per-node checks, C delegate libraries.
+
+Every partition is written as a standalone .tflite by ``offload.export_partition`` and run by
+LiteRT itself: its ``Interpreter`` on the CPU (XNNPACK or the builtin kernels), or its
+``CompiledModel`` on the GPU accelerator. What LiteRT runs is read from LiteRT (_ops).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import PositiveInt, field_validator
+
+import offload
+from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport, OpCapability
+from offload.errors import DelegateOptionsError, DelegateUnavailableError
+from offload_litert._engine import IMPORT_ERROR, litert
+from offload_litert._ops import builtin_versions
+
+__all__ = ["LiteRTDelegate", "LiteRTOptions", "capabilities", "load_library"]
+
+__version__ = "0.1.0"
+
+# Any tensor type: LiteRT checks its own kernels' types when it prepares the partition, and a
+# partition it refuses goes back to the CPU reference with the usual warning.
+_DTYPES = ("float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64")
+_MODEL_TYPES = ("float32", "float16", "dynamic_range", "int8", "qat")
+_TINY = np.finfo(np.float32).tiny
+# What a LiteRT external delegate library exports (external_delegate_interface.h).
+_ENTRY_POINTS = ("tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate")
+
+
+def capabilities() -> Capabilities:
+    """Every builtin op and version the installed LiteRT registers, all five model types."""
+    ops = tuple(
+        OpCapability(op=op, versions=(1, top), dtypes=_DTYPES)
+        for op, top in sorted(builtin_versions().items())
+    )
+    if litert is None:
+        types = dict.fromkeys(_MODEL_TYPES, ModelTypeSupport(support="no", reason=IMPORT_ERROR))
+    else:
+        types = dict.fromkeys(_MODEL_TYPES, ModelTypeSupport(support="yes"))
+    return Capabilities(
+        ops=ops,
+        model_types=types,
+        precisions=("float32", "float16", "int8"),
+        # Measured: the CPU reference takes a median 5.2x LiteRT's time on the face models
+        # (issue 19; benchmarks/RESULTS.md). The partition overhead stays the default, so
+        # "auto" leaves a graph of a few nodes on the CPU.
+        expected_speedup=5.0,
+    )
+
+
+class LiteRTOptions(DelegateOptions):
+    """Options of the litert delegate.
+
+    ``num_threads``: LiteRT's threads per partition (1, as LiteRT's Python API).
+    ``kernels``: ``"xnnpack"`` (default) LiteRT's default op resolver, which applies XNNPACK as
+    LiteRT users run it; ``"builtin"`` its builtin kernels without default delegates
+    (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``), bit-exact with offload's CPU reference.
+    ``accelerator``: ``"cpu"`` (default) runs partitions in LiteRT's ``Interpreter``; ``"gpu"``
+    in its ``CompiledModel`` on the GPU accelerator, ops the GPU does not take staying on
+    LiteRT's CPU kernels (``kernels`` chooses which); unavailable, with LiteRT's reason, where
+    the accelerator does not start. ``external_delegate_path`` / ``external_delegate_options``:
+    a LiteRT C delegate library (.so) and its own options (a mapping, or ``"k1:v1;k2:v2"``),
+    applied by LiteRT to every partition this delegate runs (CPU only).
+    """
+
+    num_threads: PositiveInt = 1
+    kernels: Literal["xnnpack", "builtin"] = "xnnpack"
+    accelerator: Literal["cpu", "gpu"] = "cpu"
+    external_delegate_path: str | None = None
+    external_delegate_options: dict[str, str] = {}
+
+    @field_validator("external_delegate_options", mode="before")
+    @classmethod
+    def _library_options(cls, value: Any) -> Any:
+        # LiteRT's load_delegate hands every value to the library as text (str(value)), and
+        # the command line gives them as LiteRT's --external_delegate_options 'k1:v1;k2:v2'.
+        if isinstance(value, str):
+            pairs = [item.partition(":") for item in value.split(";") if item.strip()]
+            bad = [key for key, sep, _ in pairs if not sep]
+            if bad:
+                raise ValueError(f"expected 'key:value' items separated by ';', found {bad[0]!r}")
+            return {key.strip(): text.strip() for key, _, text in pairs}
+        if isinstance(value, Mapping):
+            return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
+        return value
+
+
+def _scale_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+    """Why a quantization scale of the node's tensors would break LiteRT, or None.
+
+    A zero scale is how a converter says "not quantized". Anything else must be a positive
+    normal float32: on a subnormal one LiteRT's XNNPACK path crashes the process (found by
+    fuzzing: a QUANTIZE to scale 1e-45 segfaults in AllocateTensors), and the offload CPU
+    reference, which computes such a node, is the safe place for it.
+    """
+    for t in (*node.inputs, *node.outputs):
+        q = subgraph.tensors[t].quantization if t >= 0 else None
+        if q is None or not q.scale.size:
+            continue
+        scale = q.scale.astype(np.float32)
+        bad = scale[(scale != 0) & ~(np.isfinite(scale) & (scale >= _TINY))]
+        if bad.size:
+            return (
+                f"tensor {t} has quantization scale {float(bad[0])!r}; LiteRT needs finite "
+                f"positive scales of at least {float(_TINY):.3g} (its XNNPACK path crashes on a "
+                "subnormal one)"
+            )
+    return None
+
+
+def load_library(path: str, options: Mapping[str, str]) -> Any:
+    """LiteRT's own ``load_delegate(path, options)``: a new TfLiteDelegate from the library.
+
+    Raises :class:`~offload.errors.DelegateOptionsError` naming the library when LiteRT
+    cannot load it or the library refuses its options (a NULL from
+    ``tflite_plugin_create_delegate``, with the library's message).
+    """
+    assert litert is not None
+    where = f"delegate 'litert': LiteRT could not load the C delegate library {path!r}"
+    # Opened here first: LiteRT's own wrapper, given a file that does not load or lacks the
+    # entry points, fails half-built and raises again from its finalizer.
+    try:
+        handle = ctypes.CDLL(path)
+    except OSError as exc:
+        raise DelegateOptionsError(f"{where}: {exc}") from None
+    missing = [name for name in _ENTRY_POINTS if not hasattr(handle, name)]
+    if missing:
+        raise DelegateOptionsError(
+            f"{where}: it does not export {' and '.join(missing)}, so it is not a LiteRT "
+            "external delegate"
+        )
+    try:
+        return litert.load_delegate(path, dict(options))
+    except ValueError as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise DelegateOptionsError(f"{where} with options {dict(options)}: {detail}") from None
+
+
+class LiteRTDelegate(Delegate):
+    name = "litert"
+    version = __version__
+    Options = LiteRTOptions
+    CAPABILITIES = capabilities()
+    runs_native_delegates = True
+
+    def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
+        super().__init__(options)
+        opts: LiteRTOptions = self.options
+        if litert is None:
+            return  # unavailable: availability() says why, and nothing here can be checked
+        if opts.accelerator == "gpu":
+            if opts.external_delegate_path:
+                raise DelegateOptionsError(
+                    "delegate 'litert': external_delegate_path applies to accelerator='cpu' "
+                    "(LiteRT's Interpreter); LiteRT's CompiledModel takes no C delegate"
+                )
+            from offload_litert._compiled import gpu_unavailable_reason
+
+            reason = gpu_unavailable_reason()
+            if reason:
+                raise DelegateUnavailableError(
+                    f"delegate 'litert' with accelerator='gpu' is unavailable here: {reason}"
+                )
+        if opts.external_delegate_path:
+            # Loaded once now, so that a missing library or an option it refuses is an error
+            # here, as with LiteRT's load_delegate; each partition gets its own instance.
+            load_library(opts.external_delegate_path, opts.external_delegate_options)
+
+    @classmethod
+    def for_native_library(
+        cls, path: str, options: Mapping[str, Any] | None = None
+    ) -> LiteRTDelegate:
+        return cls({"external_delegate_path": path, "external_delegate_options": options or {}})
+
+    @classmethod
+    def availability(cls) -> offload.Availability:
+        return offload.Availability(litert is not None, IMPORT_ERROR)
+
+    def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+        reason = (
+            offload.check_exportable(node, subgraph)
+            or _scale_reason(node, subgraph)
+            or self._orphan_reason(node, subgraph)
+        )
+        if reason is None and self.options.accelerator == "gpu":
+            state = [t for t in node.inputs if t >= 0 and subgraph.tensors[t].is_variable]
+            if state:
+                reason = (
+                    f"input tensor {state[0]} is a variable (state), and LiteRT's CompiledModel "
+                    "does not load models with variable tensors; use accelerator='cpu'"
+                )
+        return reason
+
+    def _orphan_reason(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+        """A runtime input nothing gives a value: not a model input, constant or variable, and
+        written by no node. The CPU reference stops on it with a typed error; LiteRT reads
+        whatever its buffer holds, and its integer LSTM crashes at prepare on such weights
+        (found by fuzzing: a weight tensor whose buffer index was rewritten)."""
+        cached = getattr(self, "_sourced", None)
+        if cached is None or cached[0] is not subgraph:
+            sourced = {t for n in subgraph.nodes for t in n.outputs}
+            sourced.update(subgraph.inputs)
+            sourced.update(t.index for t in subgraph.tensors if t.is_constant or t.is_variable)
+            cached = self._sourced = (subgraph, sourced)
+        for t in node.inputs:
+            if t >= 0 and t not in cached[1]:
+                name = subgraph.tensors[t].name
+                return (
+                    f"input tensor {t} ({name!r}) has no value: it is not a model input, a "
+                    "constant or a variable, and no node writes it"
+                )
+        return None
+
+    def create_kernel(self) -> offload.DelegateKernel:
+        if self.options.accelerator == "gpu":
+            from offload_litert._compiled import CompiledKernel, gpu_hardware
+
+            return CompiledKernel(self.options, gpu_hardware())
+        from offload_litert._kernel import LiteRTKernel
+
+        return LiteRTKernel(self.options)

@@ -1,0 +1,72 @@
+"""Which builtin ops, and up to which version, the installed LiteRT runs.
+
+Read from LiteRT itself rather than written down: for every builtin op of the schema offload
+reads (``tflite.BuiltinOperator``), a one-operator model is handed to LiteRT's builtin op
+resolver (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``) at version 1, 2, ... until LiteRT answers
+that it has no kernel for that version. The resolver is asked when the interpreter is built,
+before any tensor is checked, so a model that is otherwise nonsense (no options, one float
+input) still says whether the op and version are registered; an op that fails later for
+another reason (missing options) is registered. About 400 tiny models, ~0.2 s, once per
+process. XNNPACK takes a subset of these nodes and leaves the rest to the same builtin
+kernels, so both kernel choices run the same set.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import tflite
+
+from offload.model import ModelBuilder
+from offload_litert._engine import litert
+
+__all__ = ["builtin_versions"]
+
+# LiteRT's InterpreterBuilder, when no kernel is registered for an (op, version).
+_NOT_REGISTERED = "Didn't find op for builtin opcode"
+# No op goes past this; a version probe that reaches it means the answer is not understood.
+_MAX_VERSION = 64
+
+
+def _one_op_model(op: str, version: int) -> bytes:
+    b = ModelBuilder(signature_key=None)
+    x = b.add_input("x", shape=(1,), dtype=np.float32)
+    y = b.add_tensor("y", shape=(1,), dtype=np.float32)
+    b.add_operator(op, [x], [y], version=version)
+    b.add_output(y)
+    return b.build()
+
+
+def _registered(op: str, version: int, strict_message: bool) -> bool:
+    assert litert is not None
+    try:
+        litert.Interpreter(
+            model_content=_one_op_model(op, version),
+            experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        )
+    except ValueError as exc:
+        # Without the known message, any refusal counts as "not registered": smaller, not wrong.
+        return strict_message and _NOT_REGISTERED not in str(exc)
+    return True
+
+
+@functools.cache
+def builtin_versions() -> dict[str, int]:
+    """Op name -> the highest version LiteRT's builtin resolver runs (from 1, no gaps)."""
+    if litert is None:
+        return {}
+    # A version no op will reach must be refused with the known message; if it is not, the
+    # message changed, and only clean builds count.
+    strict = not _registered("ADD", 10_000, strict_message=True)
+    names = sorted(
+        n for n in vars(tflite.BuiltinOperator) if n.isupper() and n not in ("CUSTOM", "DELEGATE")
+    )
+    versions: dict[str, int] = {}
+    for op in names:
+        top = 0
+        while top < _MAX_VERSION and _registered(op, top + 1, strict):
+            top += 1
+        if top:
+            versions[op] = top
+    return versions

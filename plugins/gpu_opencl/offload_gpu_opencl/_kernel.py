@@ -29,7 +29,7 @@ from offload_gpu_opencl._autotune import gemm_chooser
 from offload_gpu_opencl._cache import SerializationCache
 from offload_gpu_opencl._device import build_program, open_device, profiling_queue, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
-from offload_gpu_opencl._ir import SLACK, Launch, Lowering, Ref, elements
+from offload_gpu_opencl._ir import LINEAR, SLACK, Launch, Lowering, Ref, elements
 from offload_gpu_opencl._lower import lower
 from offload_gpu_opencl._source import source_hash
 from offload_gpu_opencl._tiling import family_options
@@ -277,7 +277,29 @@ class GpuKernel(DelegateKernel):
             )
         made = [check("clCreateBuffer", cl.Buffer, ctx, mf.READ_WRITE, need) for need in slots]
         self.buffers: dict[int, cl.Buffer] = {t: made[slot] for t, slot in slot_of.items()}
-        self._device_bytes = sum(slots) + sum(const_bytes.values()) + sum(work_bytes.values())
+        # Half storage: each input goes up as float32 into a staging buffer of its own and is
+        # converted on the device (cl/to_store.cl); float32 storage uploads straight.
+        self.staging: list[tuple[cl.Buffer, cl.Kernel, tuple[int, ...]] | None] = []
+        staged = 0
+        for root, _convert, count in self.inputs:
+            if self.store_dtype == np.float32:
+                self.staging.append(None)
+                continue
+            size = (count + SLACK) * 4
+            buffer = check("clCreateBuffer", cl.Buffer, ctx, mf.READ_ONLY, size)
+            kernel = check("clCreateKernel(to_store)", cl.Kernel, self.program, "to_store")
+            check(
+                "clSetKernelArg(to_store)",
+                kernel.set_args,
+                buffer,
+                self.buffers[root],
+                np.int32(count),
+            )
+            self.staging.append((buffer, kernel, (-(-count // LINEAR[0]) * LINEAR[0],)))
+            staged += size
+        self._device_bytes = (
+            sum(slots) + sum(const_bytes.values()) + sum(work_bytes.values()) + staged
+        )
         self._stats["launches"] = end
 
         def resolve(a: Ref | np.generic) -> Any:
@@ -399,17 +421,23 @@ class GpuKernel(DelegateKernel):
         events: list[tuple[str, str, int, cl.Event]] | None = None if profiling is None else []
         store = self.store_dtype
         keep = []
-        for (root, convert, count), value in zip(self.inputs, inputs):
-            host = np.ascontiguousarray(convert(value), dtype=store)
+        for (root, convert, count), stage, value in zip(self.inputs, self.staging, inputs):
+            dtype = store if stage is None else np.float32
+            host = np.ascontiguousarray(convert(value), dtype=dtype)
             if host.size != count:  # the copy would run past the storage (or leave it short)
                 raise GpuOpenCLError(
                     f"a partition input holds {host.size} values; gpu_opencl built the "
                     f"partition for {count}"
                 )
             keep.append(host)
-            event = cl.enqueue_copy(queue, self.buffers[root], host, is_blocking=False)
+            target = self.buffers[root] if stage is None else stage[0]
+            event = cl.enqueue_copy(queue, target, host, is_blocking=False)
             if events is not None:
                 events.append((UPLOAD, "transfer", 0, event))
+            if stage is not None:
+                event = cl.enqueue_nd_range_kernel(queue, stage[1], stage[2], LINEAR)
+                if events is not None:
+                    events.append(("to_store", "kernel", 0, event))
         for pos, (kernel, global_size, local_size) in enumerate(self.calls):
             event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
             if events is not None:

@@ -51,6 +51,12 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     help="cpu (LiteRT's Interpreter) or gpu (its CompiledModel GPU accelerator)",
                 ),
                 flag(
+                    flag="--litert_precision_loss_allowed",
+                    option="precision_loss_allowed",
+                    type="bool",
+                    help="with --litert_accelerator gpu, let LiteRT compute in float16",
+                ),
+                flag(
                     flag="--litert_external_delegate_path",
                     option="external_delegate_path",
                     help="a LiteRT C delegate library (.so) LiteRT applies to each partition",

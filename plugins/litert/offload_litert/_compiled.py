@@ -87,11 +87,12 @@ class CompiledKernel(DelegateKernel):
             num_threads=self.options.num_threads,
             kernel_mode=mode.XNNPACK if self.options.kernels == "xnnpack" else mode.BUILTIN,
         )
+        gpu = options.GpuOptions(enforce_f32=not self.options.precision_loss_allowed)
         with native_stderr() as log:
             try:
                 self.model = compiled_model.CompiledModel.from_buffer(
                     self.exported.model_bytes,
-                    options=options.Options(self.hardware, cpu_options=cpu),
+                    options=options.Options(self.hardware, cpu_options=cpu, gpu_options=gpu),
                 )
             except Exception as exc:
                 failure: Exception | None = exc

@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 
+import offload
 from offload import load_model
-from offload.errors import UnsupportedOpError
+from offload.errors import OpExecutionError, UnsupportedOpError
 from offload.ops import kernel_class
 
 litert = pytest.importorskip("ai_edge_litert.interpreter")
@@ -449,6 +450,39 @@ def test_cast(src: Any, dst: Any) -> None:
     x = floats((20,), 5).astype(src) if src != np.bool_ else RNG.random((20,)) > 0.5
     got, want = compare("CAST", [In(x)], dst)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dst", [np.int32, np.int16, np.uint8, np.int64, np.int8])
+def test_cast_float_to_int_saturates_like_litert(dst: Any) -> None:
+    """Out-of-range floats and infinities go to the nearest end of the integer range and NaN
+    to its maximum, as LiteRT's CAST does (a bare astype gave INT_MIN or wrapped)."""
+    edges = [1e10, -1e10, np.nan, np.inf, -np.inf, 3.7, -3.7, -0.5, 2.0**31, -(2.0**31)]
+    edges += [2147483520.0, 40000.0, -40000.0, 300.0, 255.9, 128.0, -129.0, 2.0**63, 1e30]
+    x = np.array(edges, np.float32)
+    got, want = compare("CAST", [In(x)], dst)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["DIV", "FLOOR_DIV", "FLOOR_MOD"])
+def test_integer_division_by_zero_fails_the_invoke(op: str) -> None:
+    """An int32 divisor holding a zero fails the invoke with a typed error naming the node,
+    as LiteRT fails it ("Division by 0"); it used to return 0."""
+    b = builder.ModelBuilder()
+    x = b.add_input("x", (3,), np.int32)
+    y = b.add_tensor("y", (3,), np.int32)
+    b.add_operator(op, [x, b.add_constant("d", np.array([2, 0, 5], np.int32))], [y])
+    b.add_output(y)
+    content = b.build()
+    ref = litert.Interpreter(model_content=content)
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], np.array([7, -7, 5], np.int32))
+    with pytest.raises(RuntimeError):
+        ref.invoke()
+    interp = offload.Interpreter(model_content=content, delegates=[])
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], np.array([7, -7, 5], np.int32))
+    with pytest.raises(OpExecutionError, match=rf"{op} v1 \(node 0\).*division by 0"):
+        interp.invoke()
 
 
 def test_complex_abs() -> None:

@@ -73,6 +73,17 @@ _CLAMPS = {
 }
 
 
+def nonzero_divisor(b: np.ndarray) -> None:
+    """Refuse an integer divisor holding a zero, as LiteRT's DIV, FLOOR_DIV and FLOOR_MOD do
+    ("Division by 0") rather than return a made-up quotient."""
+    zeros = int(np.count_nonzero(np.asarray(b) == 0))
+    if zeros:
+        raise ZeroDivisionError(
+            f"integer division by 0: {zeros} of the divisor's {np.size(b)} elements are 0 "
+            "(LiteRT fails the invoke with 'Division by 0')"
+        )
+
+
 def float_clamp(x: np.ndarray, activation: str = "NONE") -> np.ndarray:
     """TFLite's float arithmetic kernels clamp to [lowest, max] even with no fused activation,
     so an overflow gives +-FLT_MAX rather than inf (NaN passes through). A clamp-type fused

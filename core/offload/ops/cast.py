@@ -1,5 +1,6 @@
-"""CAST between numeric types and bool: C++ static_cast semantics (floats truncate toward
-zero, integers wrap, nonzero -> true, complex -> its real part)."""
+"""CAST between numeric types and bool, as LiteRT's kernel: floats truncate toward zero and
+saturate to the integer type's range (NaN to its maximum), integers wrap, nonzero -> true,
+complex -> its real part."""
 
 from __future__ import annotations
 
@@ -27,5 +28,24 @@ class Cast(OpKernel):
             x = x.real
         if dtype == np.bool_:
             return x != 0
+        if x.dtype.kind == "f" and dtype.kind in "iu":
+            return _saturated(x, dtype)
         with np.errstate(invalid="ignore", over="ignore"):
             return x.astype(dtype)
+
+
+def _saturated(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Float to integer as LiteRT casts: out-of-range values (infinities too) to the nearest
+    end of the range, NaN to the maximum (measured on LiteRT 2.3's builtin and XNNPACK paths;
+    a bare astype gives INT_MIN or wraps)."""
+    info = np.iinfo(dtype)
+    wide = x.astype(np.float64)
+    # Both ends are exact in float64: min is -2**k (or 0), max + 1 is 2**k.
+    high = wide >= float(info.max) + 1.0
+    low = wide < float(info.min)
+    nan = np.isnan(wide)
+    inside = np.where(high | low | nan, 0.0, wide)
+    out = inside.astype(dtype)
+    out[high | nan] = info.max
+    out[low] = info.min
+    return out

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from offload.ops._elementwise import BinaryOp
+from offload.ops._elementwise import BinaryOp, nonzero_divisor
 from offload.ops._registry import register
 
 
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.asarray(a).dtype.kind in "iu":
+        nonzero_divisor(b)
         # C++ integer division truncates toward zero; numpy's // floors.
         q = np.floor_divide(a, b)
         inexact = (np.remainder(a, b) != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from offload.ops._elementwise import BinaryOp
+from offload.ops._elementwise import BinaryOp, nonzero_divisor
 from offload.ops._registry import register
 
 
 def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.asarray(a).dtype.kind in "iu":
+        nonzero_divisor(b)
         return np.floor_divide(a, b)
     return np.floor(np.true_divide(a, b))
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from offload.ops._elementwise import BinaryOp
+from offload.ops._elementwise import BinaryOp, nonzero_divisor
 from offload.ops._registry import register
 
 
 def _floor_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.asarray(b).dtype.kind in "iu":
+        nonzero_divisor(b)
     trunc = np.fmod(a, b)
     return np.where((trunc != 0) & ((np.asarray(b) < 0) != (trunc < 0)), trunc + b, trunc)
 

@@ -7,6 +7,7 @@ says so with LiteRT as the oracle.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tflite
+from ai_edge_litert import interpreter as litert
 
 import offload
 from offload._graph import Quantization
@@ -313,3 +316,43 @@ def test_dynamic_dimensions_belong_in_shape_signature() -> None:
     model = offload.load_model(model_content=_with_runtime((1, 4), signature=(-1, 4)))
     z = next(t for t in model.main.tensors if t.name == "z")
     assert z.shape == (1, 4) and z.shape_signature == (-1, 4)
+
+
+def test_an_options_table_of_another_op_is_ignored_as_litert_does() -> None:
+    """An ADD carrying a Conv2DOptions table with a fused RELU: LiteRT asks the union for
+    AddOptions, finds none and adds without an activation; offload does the same (it used the
+    foreign table's RELU) and lists the table in the model's load report."""
+    b = ModelBuilder()
+    x = b.add_input("x", (6,))
+    y = b.add_tensor("y", (6,))
+    b.add_operator("ADD", [x, x], [y], {"fused_activation_function": "NONE"})
+    b.add_output(y)
+    relu = int(tflite.ActivationFunctionType.RELU)
+    b.operators[0] = dataclasses.replace(
+        b.operators[0],
+        options_type="Conv2DOptions",
+        options={"fused_activation_function": relu, "stride_w": 1, "stride_h": 1},
+    )
+    content = b.build()
+    value = np.array([-3, -1, 0, 1, 2, -5], np.float32)
+    ref = litert.Interpreter(
+        model_content=content,
+        experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], value)
+    ref.invoke()
+    want = ref.get_tensor(ref.get_output_details()[0]["index"])
+    np.testing.assert_array_equal(want, value + value)  # no RELU in LiteRT
+    model = offload.load_model(model_content=content)
+    (ignored,) = model.load_report()["ignored_options"]
+    assert (
+        ignored["node"] == 0
+        and "Conv2DOptions table where ADD reads AddOptions" in ignored["reason"]
+    )
+    assert model.main.nodes[0].options["fused_activation_function"] == "NONE"
+    interp = offload.Interpreter(model_content=content, delegates=[])
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], value)
+    interp.invoke()
+    np.testing.assert_array_equal(interp.get_tensor(interp.get_output_details()[0]["index"]), want)

@@ -155,6 +155,9 @@ class Node:
     custom_code: str | None = None
     custom_options: bytes = b""
     builtin_code: int = -1
+    # An options table of another op's type that the file gave this node and that was
+    # ignored, as LiteRT ignores it ("" when none): see Model.load_report().
+    ignored_options: str = ""
 
     @property
     def is_custom(self) -> bool:
@@ -229,6 +232,24 @@ class Model:
     @property
     def main(self) -> Subgraph:
         return self.subgraphs[0]
+
+    def load_report(self) -> dict[str, Any]:
+        """What loading set aside without failing: ``ignored_options`` lists each node whose
+        options table was of another op's type (LiteRT ignores such a table, and so does
+        offload: the node runs with its own options' defaults)."""
+        return {
+            "ignored_options": [
+                {
+                    "subgraph": sg.index,
+                    "node": node.index,
+                    "op": node.op,
+                    "reason": node.ignored_options,
+                }
+                for sg in self.subgraphs
+                for node in sg.nodes
+                if node.ignored_options
+            ]
+        }
 
     def op_histogram(self) -> dict[str, int]:
         """Count of nodes per op name (custom ops by their custom code) over every subgraph."""

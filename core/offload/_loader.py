@@ -31,7 +31,12 @@ from offload._graph import (
     Tensor,
 )
 from offload._model_type import classify_model_type
-from offload._schema import OPTION2_TYPE_NAMES, OPTION_TYPE_NAMES, option_fields
+from offload._schema import (
+    OPTION2_TYPE_NAMES,
+    OPTION_TYPE_NAMES,
+    option_fields,
+    options_type_for,
+)
 from offload.errors import ModelLoadError, UnsupportedModelError
 
 __all__ = ["load_model", "TENSOR_TYPES"]
@@ -83,12 +88,32 @@ _ZERO_POINT_RANGES: dict[str, tuple[int, int]] = {
 }
 
 
-def _parse_options(op: Any) -> OpOptions:
-    """The operator's builtin options, every field by its snake_case name, enums by name.
+def _parse_options(op: Any, name: str) -> tuple[OpOptions, str]:
+    """The operator's builtin options, every field by its snake_case name, enums by name, and
+    what was ignored ("" when nothing was).
 
     They come from whichever of the schema's two unions the operator sets (``BuiltinOptions2``
-    holds the StableHLO ops' tables); LiteRT reads one or the other by op, never both.
+    holds the StableHLO ops' tables); LiteRT reads one or the other by op, never both. A table
+    of another op's type is ignored, as LiteRT ignores it (it asks the union for the op's own
+    type and gets nothing): the op runs with its own table's defaults, and the returned text
+    says what was dropped, for the model's load report.
     """
+    options = _read_options(op)
+    if options.type_name == "NoOptions" or name in ("CUSTOM", "DELEGATE"):
+        return options, ""
+    expected = options_type_for(name)
+    if options.type_name == expected:
+        return options, ""
+    if expected is None:
+        ignored = f"a {options.type_name} table, but {name} takes no options"
+        return EMPTY_OPTIONS, ignored
+    defaults = {f.name: f.default for f in option_fields(expected) if f.kind != "table"}
+    return OpOptions(
+        expected, defaults
+    ), f"a {options.type_name} table where {name} reads {expected}"
+
+
+def _read_options(op: Any) -> OpOptions:
     if op.BuiltinOptionsType() != 0:
         type_id, table = op.BuiltinOptionsType(), op.BuiltinOptions()
         type_name, unknown = OPTION_TYPE_NAMES.get(type_id), f"UnknownOptions{type_id}"
@@ -510,6 +535,7 @@ def _read_subgraph(
             )
         builtin, version, custom = opcodes[code_index]
         name = BUILTIN_OPCODE2NAME.get(builtin, f"BUILTIN_{builtin}")
+        options, ignored = _parse_options(op, name)
         nodes.append(
             Node(
                 index=i,
@@ -517,7 +543,8 @@ def _read_subgraph(
                 version=version,
                 inputs=indices(op.InputsAsNumpy(), f"node {i} input"),
                 outputs=indices(op.OutputsAsNumpy(), f"node {i} output"),
-                options=_parse_options(op),
+                options=options,
+                ignored_options=ignored,
                 intermediates=indices(op.IntermediatesAsNumpy(), f"node {i} intermediate"),
                 custom_code=custom if name == "CUSTOM" else None,
                 custom_options=bytes(op.CustomOptionsAsNumpy())

@@ -129,6 +129,12 @@ class DelegateKernel:
         fields. Optional; None (the default) means no device profile."""
         return None
 
+    #: Set by a kernel whose ``invoke`` returns new arrays every time and never touches them
+    #: again: the interpreter then takes them as they are. Otherwise (the default) it copies
+    #: them into buffers of its own, so a kernel that reuses or later writes its output arrays
+    #: cannot change what a later node or the user reads.
+    fresh_outputs: ClassVar[bool] = False
+
     def reset_variables(self) -> None:
         """Start the partition's state over, for ``Interpreter.reset_all_variables()``.
 

@@ -109,6 +109,9 @@ class Executor:
         self.folded_nodes: set[int] = set()
         self.delegate_kernels: dict[int, DelegateKernel] = {}
         self.restored: dict[int, str] = {}
+        # Delegate outputs copied into arrays the interpreter owns, per tensor, kept across
+        # invokes (see _checked_partition_outputs).
+        self.partition_outputs: dict[int, np.ndarray] = {}
         self.allocated = False
         self.profile: dict[int, list[float]] | None = None
         self.arena: np.ndarray | None = None  # the block behind every arena slot
@@ -159,6 +162,19 @@ class Executor:
                 ) from exc
             self.cpu_kernels[node_index] = kernel
         return kernel
+
+    def _state_inputs(self, nodes: Sequence[int]) -> set[int]:
+        """Tensors that these nodes' ops update in place (OpKernel.state_inputs)."""
+        written: set[int] = set()
+        for n in nodes:
+            node = self.subgraph.nodes[n]
+            try:
+                positions = kernel_class(node).state_inputs(node.options)
+            except OffloadError:  # an op the reference lacks: it declares no state here
+                continue
+            written.update(node.inputs[k] for k in positions if k < len(node.inputs))
+        written.discard(-1)
+        return written
 
     def _describe_inputs(self, tensors: Sequence[int]) -> str:
         sg = self.subgraph
@@ -307,9 +323,15 @@ class Executor:
                 elif kernel is not None:
                     kernel = self._reprepare(partition, kernel)
                 if kernel is not None:
+                    # State (variable tensors, and inputs an op overwrites, as a BASIC LSTM
+                    # does its previous activation) is updated in place by a delegate as by a
+                    # CPU kernel; every other input it may only read.
+                    written = self._state_inputs(partition.nodes)
+                    variable = [sg.tensors[t].is_variable or t in written for t in partition.inputs]
                     compiled.append(
                         CompiledStep(
-                            _partition_runner(kernel),
+                            _partition_runner(kernel, variable),
+
                             partition.inputs,
                             partition.outputs,
                             step,
@@ -499,7 +521,11 @@ class Executor:
                 bufs[t] = None
 
     def _checked_partition_outputs(self, cs: CompiledStep, result: Any) -> list[np.ndarray]:
-        """A delegate's outputs, held to the tensors' dtypes and inferred shapes."""
+        """A delegate's outputs, held to the tensors' dtypes and inferred shapes, as arrays
+        the interpreter owns: base ndarrays (an ndarray subclass such as np.matrix reshapes
+        by rules of its own), copied into buffers kept per tensor unless the kernel declares
+        ``fresh_outputs``, so nothing it writes after returning reaches a later node or the
+        user."""
         sg = self.subgraph
         if isinstance(result, np.ndarray) or not isinstance(result, Sequence):
             raise DelegateError(
@@ -519,7 +545,17 @@ class Executor:
                     f"output tensor {t} ({tensor.name!r}): expected {tensor.dtype}"
                     f"{list(self.shapes[t])}, found {value.dtype}{list(value.shape)}"
                 )
-        return list(result)
+        kernel = self.delegate_kernels.get(cs.step.index)
+        if getattr(kernel, "fresh_outputs", False):
+            return [v if type(v) is np.ndarray else np.asarray(v) for v in result]
+        owned = []
+        for t, value in zip(cs.outputs, result):
+            held = self.partition_outputs.get(t)
+            if held is None or held.shape != value.shape or held.dtype != value.dtype:
+                held = self.partition_outputs[t] = np.empty(value.shape, value.dtype)
+            np.copyto(held, value)
+            owned.append(held)
+        return owned
 
     def _give_back_to_cpu(self, failure: _PartitionFailed) -> int:
         """Run a partition whose delegate failed in invoke on the CPU from now on.
@@ -561,8 +597,18 @@ class _PartitionFailed(Exception):
         self.error = error
 
 
-def _partition_runner(kernel: DelegateKernel) -> Callable[..., Any]:
+def _partition_runner(kernel: DelegateKernel, variable: Sequence[bool]) -> Callable[..., Any]:
+    """The step that invokes ``kernel``, its inputs handed over as read-only views (but its
+    state): a delegate that writes into one fails, instead of changing the user's input tensor
+    or another node's result behind the interpreter's back."""
+
     def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
-        return kernel.invoke(inputs)
+        views = []
+        for array, writable in zip(inputs, variable):
+            if not writable:
+                array = array.view()
+                array.flags.writeable = False
+            views.append(array)
+        return kernel.invoke(views)
 
     return run

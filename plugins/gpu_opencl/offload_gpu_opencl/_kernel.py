@@ -106,6 +106,9 @@ def _from_float(tensor: Tensor) -> Callable[[np.ndarray], np.ndarray]:
 
 
 class GpuKernel(DelegateKernel):
+    # invoke reads every output into a new host array: the interpreter need not copy them.
+    fresh_outputs = True
+
     def __init__(self, options: GpuOpenCLOptions, version: str) -> None:
         self.options = options
         self.version = version

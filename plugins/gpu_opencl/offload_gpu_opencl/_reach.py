@@ -223,6 +223,12 @@ def _reach_lstm_gates(a: list, g: tuple[int, ...]) -> list[Span]:
     return [(0, (b - 1) * 4 * o + 3 * o + o8), (0, (b - 1) * o + o8), out, out, out, out]
 
 
+def _reach_to_store(a: list, g: tuple[int, ...]) -> list[Span]:
+    # Launched by the kernel itself (half-storage inputs), sized from the input it converts.
+    (total,) = a
+    return [(0, total), (0, total)]
+
+
 def _reach_softmax(a: list, g: tuple[int, ...]) -> list[Span]:
     rows, c = a
     return [(0, rows * c), (0, rows * c)]
@@ -247,6 +253,7 @@ _REACH: dict[str, Callable[[list, tuple[int, ...]], list[Span]]] = {
     "lstm_gates": _reach_lstm_gates,
     "softmax": _reach_softmax,
     "softmax_rows": _reach_softmax,
+    "to_store": _reach_to_store,
 }
 
 

@@ -331,7 +331,6 @@ class Executor:
                     compiled.append(
                         CompiledStep(
                             _partition_runner(kernel, variable),
-
                             partition.inputs,
                             partition.outputs,
                             step,

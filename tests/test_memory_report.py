@@ -9,7 +9,7 @@ import pytest
 
 import offload
 from offload._introspect import held_bytes
-from offload.errors import DelegateError
+from offload.errors import DelegateError, MemoryBudgetError
 from offload.model import ModelBuilder
 
 offload_dummy = pytest.importorskip("offload_dummy", reason="the dummy delegate is not installed")
@@ -162,3 +162,38 @@ def test_delegate_kernel_stats_name_partitions_and_stats() -> None:
         (1, "reporting", [2]),
     ]
     assert rows[0]["stats"] == {"program": "built"}
+
+
+def _conv(x_shape: tuple[int, ...], k: int, out_ch: int = 8) -> bytes:
+    b = ModelBuilder()
+    x = b.add_input("x", x_shape)
+    w = b.add_constant("w", np.ones((out_ch, k, k, x_shape[3]), np.float32))
+    y = b.add_tensor("y", (*x_shape[:3], out_ch))
+    b.add_operator(
+        "CONV_2D",
+        [x, w, b.add_constant("b", np.zeros(out_ch, np.float32))],
+        [y],
+        {"padding": "SAME", "stride_h": 1, "stride_w": 1},
+    )
+    b.add_output(y)
+    return b.build()
+
+
+def test_scratch_of_a_convolution_counts_against_the_budget() -> None:
+    """A 64x64 window over a 96x96x16 image needs a 2.4 GB patch matrix while every tensor
+    of the model fits in a few MB: allocate_tensors refuses it by the budget (issue 25), it
+    does not build it."""
+    content = _conv((1, 96, 96, 16), 64)
+    interp = offload.Interpreter(model_content=content, delegates=[], max_tensor_bytes=8 << 20)
+    with pytest.raises(MemoryBudgetError, match=r"CONV_2D v1 \(node 0\) would need [\d,]+ bytes"):
+        interp.allocate_tensors()
+
+
+def test_memory_report_shows_the_largest_scratch() -> None:
+    """memory_report() names the largest temporary a CPU kernel makes and its node."""
+    interp = offload.Interpreter(model_content=_conv((1, 10, 10, 4), 3), delegates=[])
+    interp.allocate_tensors()
+    report = interp.memory_report()
+    patches = 100 * 3 * 3 * 4 * 4
+    assert report["cpu_kernel_scratch_node"] == 0
+    assert report["cpu_kernel_scratch"] >= patches

@@ -118,6 +118,8 @@ class Executor:
         # Nodes whose output shapes depend on input values (a FILL of a computed size): their
         # shapes, and so the memory budget, are checked on every invoke before they run.
         self.value_shaped: set[int] = set()
+        # Node -> bytes of temporaries its CPU kernel makes at these shapes (scratch_bytes).
+        self.scratch: dict[int, int] = {}
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -213,6 +215,7 @@ class Executor:
         propagated = propagate_shapes(sg, start, self._constant_of, self.max_tensor_bytes)
         self.shapes = propagated.shapes
         self.value_shaped = propagated.value_shaped
+        self.scratch = propagated.scratch
 
     def _init_partition(self, partition: Partition) -> DelegateKernel | None:
         delegate = self._delegate_named(partition.delegate)

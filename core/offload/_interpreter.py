@@ -382,7 +382,10 @@ class Interpreter:
         after a resize, or with preserved tensors); ``cpu_kernel_buffers``: arrays the CPU
         kernels own (weights in their compute layout, tables); ``delegate_device_buffers`` and
         ``delegate_host_buffers``: what delegate kernels report through ``memory_bytes()``,
-        ``delegate_buffers`` their sum (0 for kernels that report nothing).
+        ``delegate_buffers`` their sum (0 for kernels that report nothing);
+        ``cpu_kernel_scratch``: the largest temporary one CPU kernel makes while it runs
+        (an im2col patch matrix, say: ``OpKernel.scratch_bytes``), held like a tensor to
+        ``max_tensor_bytes``; ``cpu_kernel_scratch_node``: the node that makes it (-1: none).
         """
         ex = self._executor
         arena_id = None if ex.arena is None else id(array_root(ex.arena))
@@ -408,6 +411,10 @@ class Interpreter:
         held.extend(ex.folded.values())
         if ex.arena is not None:
             held.append(ex.arena)
+        on_cpu = set(ex.cpu_kernels)
+        scratch = max(
+            ((bytes_, n) for n, bytes_ in ex.scratch.items() if n in on_cpu), default=(0, -1)
+        )
         device = host = 0
         for kernel in ex.delegate_kernels.values():
             reported = reported_bytes(kernel)
@@ -421,6 +428,8 @@ class Interpreter:
             "delegate_device_buffers": device,
             "delegate_host_buffers": host,
             "delegate_buffers": device + host,
+            "cpu_kernel_scratch": scratch[0],
+            "cpu_kernel_scratch_node": scratch[1],
         }
 
     def delegate_kernels(self) -> dict[int, DelegateKernel]:

@@ -55,6 +55,8 @@ class PropagatedShapes:
     shapes: list[Shape]
     unknown: set[int]
     value_shaped: set[int]
+    # Node -> bytes of temporaries its CPU kernel makes (OpKernel.scratch_bytes), where known.
+    scratch: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 def _shapes_str(tensors: Sequence[int], shapes: Sequence[Shape | None]) -> str:
@@ -101,6 +103,7 @@ def propagate_shapes(
     shapes = list(shapes)
     unknown: set[int] = set()
     value_shaped: set[int] = set()
+    scratch: dict[int, int] = {}
     for node in subgraph.nodes:
         try:
             cls = kernel_class(node)
@@ -132,6 +135,16 @@ def propagate_shapes(
                 f"{node.describe()}: expected {len(inferred)} output(s) for these inputs, "
                 f"found {len(node.outputs)} in the model"
             )
+        if all(shape is not None for shape in inferred):
+            ctx = ShapeContext(node, in_shapes, constant)
+            scratch[node.index] = need = cls.scratch_bytes(ctx, inferred)  # type: ignore[arg-type]
+            if max_tensor_bytes is not None and need > max_tensor_bytes:
+                raise MemoryBudgetError(
+                    f"{node.describe()} would need {need:,} bytes of temporary arrays for "
+                    f"inputs {_shapes_str(node.inputs, in_shapes)}, more than max_tensor_bytes="
+                    f"{max_tensor_bytes:,}; pass a larger max_tensor_bytes (or None) to the "
+                    "Interpreter if this model really needs it"
+                )
         for t, shape in zip(node.outputs, inferred):
             if t < 0:
                 continue
@@ -141,7 +154,7 @@ def propagate_shapes(
                 shapes[t] = tuple(int(d) for d in shape)
     for tensor in subgraph.tensors:
         check_tensor_size(tensor, shapes[tensor.index], max_tensor_bytes)
-    return PropagatedShapes(shapes, unknown, value_shaped)
+    return PropagatedShapes(shapes, unknown, value_shaped, scratch)
 
 
 def correct_declared_shapes(

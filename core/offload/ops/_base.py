@@ -132,6 +132,16 @@ class OpKernel:
         return None
 
     @classmethod
+    def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
+        """Bytes of the temporary arrays ``run`` makes beyond its outputs (an im2col patch
+        matrix, a padded copy, a product before requantization), from the input and output
+        shapes alone: ``allocate_tensors`` holds each node's scratch to ``max_tensor_bytes`` as
+        it holds tensors, and ``memory_report()`` shows the largest. 0 (the default) for kernels
+        whose temporaries are at most the size of a tensor of the node.
+        """
+        return 0
+
+    @classmethod
     def state_inputs(cls, options: Any) -> tuple[int, ...]:
         """Input positions whose arrays ``run`` updates in place: a recurrent cell's state.
 

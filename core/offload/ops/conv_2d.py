@@ -10,6 +10,7 @@ exact float requantization of :class:`~offload.ops._conv.RuyRequantizer`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -94,6 +95,20 @@ class Conv2D(OpKernel):
         _, shape = conv_shape(ctx.shape(0), f, padding, stride, dilation)
         check_bias(ctx, f[0])
         return [shape]
+
+    @classmethod
+    def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
+        # The patch matrix (N*OH*OW rows of KH*KW*C) and the product before the epilogue, in
+        # float32 or int32; a padded copy of the input. A 1x1 stride-1 product reads the input.
+        n, h, w, c = ctx.shape(0)
+        _, kh, kw, _ = ctx.shape(1)
+        (out,) = outputs
+        rows, channels = math.prod(out[:3]), out[3]
+        stride, _, _, _ = window_options(ctx.options)
+        if (kh, kw) == (1, 1) and stride == (1, 1):
+            return 4 * rows * channels
+        padded = n * (h + kh) * (w + kw) * c
+        return 4 * (rows * kh * kw * c + rows * channels + padded)
 
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)

@@ -25,6 +25,7 @@ code compiled through NEON_2_SSE, bit for bit:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -122,6 +123,15 @@ class DepthwiseConv2D(OpKernel):
         _, shape = depthwise_shape(ctx.shape(0), f, padding, stride, dilation)
         check_bias(ctx, f[3])
         return [shape]
+
+    @classmethod
+    def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
+        # A padded copy of the input (the window's size more per side at most) and float32 or
+        # int32 accumulators of the output's size, per stride phase at most twice.
+        n, h, w, c = ctx.shape(0)
+        _, kh, kw, _ = ctx.shape(1)
+        (out,) = outputs
+        return 4 * (n * (h + kh) * (w + kw) * c + 2 * math.prod(out))
 
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)

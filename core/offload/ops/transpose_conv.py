@@ -108,6 +108,17 @@ class TransposeConv(OpKernel):
         output_shape = ctx.constant(0)
         return [None if output_shape is None else transposed_shape(output_shape, x, f)]
 
+    @classmethod
+    def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
+        # Sub-pixel form: a patch matrix of ceil(K/S) windows per input pixel, and the product
+        # for every output phase before it is interleaved and cropped, in float32 or int32.
+        n, h, w, ci = ctx.shape(2)
+        co, kh, kw, _ = ctx.shape(1)
+        sh, sw = ctx.options.get("stride_h", 1), ctx.options.get("stride_w", 1)
+        rows = n * (h + kh) * (w + kw)
+        window = -(-kh // max(sh, 1)) * -(-kw // max(sw, 1))
+        return 4 * rows * (window * ci + min(sh, kh) * min(sw, kw) * co)
+
     def setup(self) -> None:
         opts = self.options
         self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))

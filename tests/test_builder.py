@@ -397,3 +397,12 @@ def test_enum_fields_still_take_numbers() -> None:
     """Enum fields accept the stored number too, for values newer than the schema's names."""
     node = _one_op_model("MIRROR_PAD", {"mode": tflite.MirrorPadMode.SYMMETRIC})
     assert node.options.mode == "SYMMETRIC"
+
+
+def test_option_names_lists_an_ops_fields():
+    """option_names gives the fields node.options uses for an op, () for an op without any."""
+    from offload.model import option_names
+
+    assert option_names("SQUEEZE") == ("squeeze_dims",)
+    assert "fused_activation_function" in option_names("ADD")
+    assert option_names("PAD") == () and option_names("CEIL") == ()

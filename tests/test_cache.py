@@ -400,3 +400,32 @@ def test_failed_build_leaves_nothing(store: EntryStore) -> None:
     with pytest.raises(RuntimeError, match="converter crashed"):
         store.store_tree("k", "tree", build)
     assert list(store.directory.path.iterdir()) == []
+
+
+def test_default_location_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A delegate's default cache is <XDG_CACHE_HOME or ~/.cache>/offload/<namespace>; only a
+    path, created by CacheDir.open."""
+    from offload.cache import default_location
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_location("openvino") == tmp_path / "offload" / "openvino"
+    assert not (tmp_path / "offload").exists()
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_location("x") == Path.home() / ".cache" / "offload" / "x"
+
+
+def test_load_buffer_is_a_writable_view_checked_as_load(tmp_path: Path):
+    """load_buffer gives the payload load gives, as a writable view (no copy to hand on);
+    a damaged entry is refused by it as by load."""
+    store = EntryStore(CacheDir.open(tmp_path / "c"), namespace="t", context={}, limits={"bin": 64})
+    assert store.load_buffer("k", "bin") is None
+    store.store("k", "bin", b"payload bytes")
+    view = store.load_buffer("k", "bin")
+    assert view is not None and bytes(view) == b"payload bytes" == store.load("k", "bin")
+    assert not view.readonly
+    path = store.path("k", "bin")
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.warns(CacheWarning, match="HMAC"):
+        assert store.load_buffer("k", "bin") is None

@@ -635,6 +635,49 @@ def test_exported_bytes_are_deterministic() -> None:
     assert "model_bytes" not in repr(first)
 
 
+def _one_conv(weights: np.ndarray, scale: float | None = None, stride: int = 1) -> offload.Model:
+    b = ModelBuilder()
+    q = None if scale is None else (scale, 0)
+    dtype = np.float32 if scale is None else np.int8
+    x = b.add_input("x", (1, 4, 4, 2), dtype, quantization=q)
+    w = b.add_constant("w", weights.astype(dtype), quantization=q)
+    y = b.add_tensor("y", (1, 4 // stride, 4 // stride, 3), dtype, quantization=q)
+    options = {"padding": "SAME", "stride_h": stride, "stride_w": stride}
+    b.add_operator("CONV_2D", [x, w, -1], [y], options)
+    b.add_output(y)
+    return offload.load_model(model_content=b.build())
+
+
+def test_partition_fingerprint_names_the_exported_model() -> None:
+    """partition_fingerprint is equal for partitions whose exported models are equal (another
+    load, the other run of the planner) and differs when anything the model holds differs: one
+    constant value, a quantization scale, an option; it refuses what export refuses."""
+    path = next(p for p in MODELS if p.name == "small_cnn_int8.tflite")
+    plan, again = _plan(path), _plan(path)
+    fingerprint = offload.partition_fingerprint(plan.subgraph, plan.partitions[0])
+    assert len(fingerprint) == 64
+    assert fingerprint == offload.partition_fingerprint(again.subgraph, again.partitions[0])
+    weights = np.arange(3 * 3 * 3 * 2, dtype=np.float32).reshape(3, 3, 3, 2) - 20
+    base = _one_conv(weights)
+    seen = {offload.partition_fingerprint(base.main, [0])}
+    changed = weights.copy()
+    changed[2, 1, 1, 0] += 1
+    variants = [
+        _one_conv(changed),
+        _one_conv(weights, stride=2),
+        _one_conv(weights, scale=0.5),
+        _one_conv(weights, scale=0.25),
+    ]
+    for model in variants:
+        seen.add(offload.partition_fingerprint(model.main, [0]))
+    assert len(seen) == 1 + len(variants)
+    assert offload.partition_fingerprint(base.main, [0]) == offload.partition_fingerprint(
+        _one_conv(weights).main, [0]
+    )
+    with pytest.raises(PartitionExportError, match="expected distinct node indices"):
+        offload.partition_fingerprint(plan.subgraph, [])
+
+
 def _docs_example() -> dict[str, object]:
     """The worked example of docs/extension-api.md, executed."""
     text = DOCS.read_text()
@@ -673,7 +716,7 @@ def test_subgraphs_reach_their_model_weakly() -> None:
     """A subgraph, and the folded copy a delegate gets, reach the model that holds the called
     subgraphs, without keeping it alive."""
     path = next(p for p in MODELS if p.name == "small_cnn_float16.tflite")
-    interp = offload.Interpreter(model_path=path)
+    interp = offload.Interpreter(model_path=path, delegates=[])
     assert interp.plan().subgraph is not interp.model.main
     assert interp.plan().subgraph.model is interp.model
     model = offload.load_model(path)

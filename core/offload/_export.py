@@ -16,7 +16,10 @@ the inputs and outputs :class:`ExportedPartition` lists.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +40,7 @@ from offload.errors import PartitionExportError
 from offload.model._writer import OperatorSpec, TensorSpec
 from offload.model.builder import ModelBuilder, SubgraphBuilder
 
-__all__ = ["ExportedPartition", "check_exportable", "export_partition"]
+__all__ = ["ExportedPartition", "check_exportable", "export_partition", "partition_fingerprint"]
 
 _TYPE_IDS = {name: type_id for type_id, (name, _) in TENSOR_TYPES.items()}
 # Tensors a runtime cannot be handed from outside: a resource is a handle into the runtime's
@@ -361,9 +364,13 @@ class _Writer:
             array = np.ascontiguousarray(data)
             if array.dtype.byteorder == ">":
                 array = array.astype(array.dtype.newbyteorder("<"))
-            self.buffers[key] = self.builder._add_buffer(array.tobytes())
+            self.buffers[key] = self.builder._add_buffer(self.payload(array))
             self.total += array.nbytes
         return self.buffers[key]
+
+    def payload(self, array: np.ndarray) -> bytes:
+        """What a constant's buffer holds: its little-endian bytes."""
+        return array.tobytes()
 
     def tensor(self, sb: SubgraphBuilder, tensor: Tensor, runtime: bool, variable: bool) -> None:
         """Copy ``tensor``; ``runtime`` drops its constant value (a constant made an input)."""
@@ -437,28 +444,61 @@ def _called_subgraphs(subgraph: Subgraph, nodes: Sequence[int]) -> list[int]:
     return found
 
 
-def export_partition(subgraph: Subgraph, partition: Partition | Sequence[int]) -> ExportedPartition:
-    """Write ``partition`` of ``subgraph`` as a standalone .tflite model.
+class _Digests(_Writer):
+    """A writer whose buffers hold each constant's SHA-256 instead of its bytes: the model it
+    builds is small, and names the exported model exactly (see partition_fingerprint).
+    ``known``: digests already made, by the array's address and size."""
 
-    ``subgraph``: the subgraph the partition was planned on, as ``DelegateKernel.init``
-    receives it (constants folded). ``partition``: a :class:`Partition`, or node indices of
-    ``subgraph`` whose boundary is then computed as the planner computes it. The result
-    lists the exported model's inputs and outputs as original tensor indices, in the model's
-    order (see :class:`ExportedPartition`).
+    def __init__(self, description: str, known: dict[tuple[int, int], bytes]) -> None:
+        super().__init__(description)
+        self.known = known
 
-    Raises :class:`offload.errors.PartitionExportError` naming the node or tensor when the
-    partition cannot be exported: a node :func:`check_exportable` refuses, a folded node or a
-    tensor the subgraph does not provide, state or a resource tensor shared across the
-    boundary, a model past the flatbuffer's 2 GiB.
-    """
-    partition = _as_partition(subgraph, partition)
+    def payload(self, array: np.ndarray) -> bytes:
+        found = self.known.get((array.__array_interface__["data"][0], array.nbytes))
+        return found if found is not None else _digest(array)
+
+
+def _digest(array: np.ndarray) -> bytes:
+    if array.dtype.hasobject:
+        return hashlib.sha256(array.tobytes()).digest()
+    # hashlib reads the array's memory in place (no copy) and releases the GIL meanwhile.
+    return hashlib.sha256(array.reshape(-1).view(np.uint8)).digest()
+
+
+# Constants at least this large are hashed on a thread pool (hashlib runs without the GIL).
+_PARALLEL_BYTES = 1 << 20
+
+
+def _digests_ahead(subgraph: Subgraph, partition: Partition) -> dict[tuple[int, int], bytes]:
+    """SHA-256 of the partition's large constants, several at once: on a network's weights
+    this is most of a fingerprint's time."""
+    big: dict[tuple[int, int], np.ndarray] = {}
+    for n in partition.nodes:
+        for t in subgraph.nodes[n].inputs:
+            data = subgraph.tensors[t].data if t >= 0 else None
+            if (
+                data is None
+                or data.nbytes < _PARALLEL_BYTES
+                or data.dtype.hasobject
+                or not data.flags.c_contiguous
+                or data.dtype.byteorder == ">"
+            ):
+                continue
+            big[(data.__array_interface__["data"][0], data.nbytes)] = data
+    workers = min(len(big), os.cpu_count() or 1)
+    if workers < 2:
+        return {}
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(zip(big, pool.map(_digest, big.values())))
+
+
+def _write(writer: _Writer, subgraph: Subgraph, partition: Partition) -> _Written:
+    """Fill ``writer`` with ``partition`` of ``subgraph``: the one description of what an
+    exported model holds, shared by export_partition and partition_fingerprint."""
     boundary = _boundary(subgraph, partition)
     model = subgraph.model
     called = _called_subgraphs(subgraph, partition.nodes)
     sg_map = {k: i + 1 for i, k in enumerate(called)}
-    # Nothing about where the model came from goes in: equal partitions give equal bytes, which
-    # an engine's cache can key on.
-    writer = _Writer(f"offload.export_partition: nodes {node_ranges(partition.nodes)}")
     main = writer.builder
     main.name = subgraph.name
 
@@ -495,14 +535,67 @@ def export_partition(subgraph: Subgraph, partition: Partition | Sequence[int]) -
             partition,
             f"its constants take {writer.total:,} bytes, past the 2 GiB a flatbuffer can hold",
         )
+    return _Written(boundary, tuple(order), tuple(used), (subgraph.index, *called))
+
+
+@dataclass
+class _Written:
+    boundary: _Boundary
+    nodes: tuple[int, ...]
+    tensors: tuple[int, ...]
+    subgraphs: tuple[int, ...]
+
+
+def _description(partition: Partition) -> str:
+    # Nothing about where the model came from goes in: equal partitions give equal bytes, which
+    # an engine's cache can key on.
+    return f"offload.export_partition: nodes {node_ranges(partition.nodes)}"
+
+
+def export_partition(subgraph: Subgraph, partition: Partition | Sequence[int]) -> ExportedPartition:
+    """Write ``partition`` of ``subgraph`` as a standalone .tflite model.
+
+    ``subgraph``: the subgraph the partition was planned on, as ``DelegateKernel.init``
+    receives it (constants folded). ``partition``: a :class:`Partition`, or node indices of
+    ``subgraph`` whose boundary is then computed as the planner computes it. The result
+    lists the exported model's inputs and outputs as original tensor indices, in the model's
+    order (see :class:`ExportedPartition`).
+
+    Raises :class:`offload.errors.PartitionExportError` naming the node or tensor when the
+    partition cannot be exported: a node :func:`check_exportable` refuses, a folded node or a
+    tensor the subgraph does not provide, state or a resource tensor shared across the
+    boundary, a model past the flatbuffer's 2 GiB.
+    """
+    partition = _as_partition(subgraph, partition)
+    writer = _Writer(_description(partition))
+    written = _write(writer, subgraph, partition)
+    boundary = written.boundary
     return ExportedPartition(
-        model_bytes=main.build(),
+        model_bytes=writer.builder.build(),
         inputs=tuple(boundary.inputs),
         input_positions=tuple(boundary.positions),
         outputs=tuple(partition.outputs),
         state=tuple(boundary.state),
-        nodes=tuple(order),
-        tensors=tuple(used),
-        subgraphs=(subgraph.index, *called),
+        nodes=written.nodes,
+        tensors=written.tensors,
+        subgraphs=written.subgraphs,
         partition=partition,
     )
+
+
+def partition_fingerprint(subgraph: Subgraph, partition: Partition | Sequence[int]) -> str:
+    """A hex SHA-256 digest naming the model :func:`export_partition` writes for ``partition``,
+    without writing it.
+
+    Equal fingerprints mean equal exported models: the digest covers everything the exported
+    model holds (operators, versions, options, tensors, quantization, called subgraphs) and
+    every constant's bytes. So a delegate that caches what its runtime compiled from the
+    exported model keys the cache on this, and on a hit skips the export (which copies every
+    constant) and the runtime's own reading of the model. It costs one pass over the
+    constants (SHA-256), a fraction of an export. Raises what :func:`export_partition`
+    raises, for the same partitions.
+    """
+    partition = _as_partition(subgraph, partition)
+    writer = _Digests(_description(partition), _digests_ahead(subgraph, partition))
+    _write(writer, subgraph, partition)
+    return hashlib.sha256(b"offload.partition_fingerprint 1\n" + writer.builder.build()).hexdigest()

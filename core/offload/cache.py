@@ -72,7 +72,15 @@ from typing import Any
 
 from offload.errors import CacheError
 
-__all__ = ["CacheDir", "CacheWarning", "EntryStore", "KEY_FILE", "MAGIC", "MANIFEST_FILE"]
+__all__ = [
+    "CacheDir",
+    "CacheWarning",
+    "EntryStore",
+    "KEY_FILE",
+    "MAGIC",
+    "MANIFEST_FILE",
+    "default_location",
+]
 
 MAGIC = b"OFFLOAD-CACHE 2\n"
 KEY_FILE = ".offload-key"
@@ -98,6 +106,14 @@ _DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 # O_NOFOLLOW on a symlink fails with ELOOP (Linux, macOS) or EMLINK (FreeBSD).
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
+
+
+def default_location(namespace: str) -> Path:
+    """Where a delegate keeps its cache when the user names no directory: ``namespace`` under
+    ``$XDG_CACHE_HOME/offload`` (``~/.cache/offload`` where that is unset), as most Linux
+    tools place theirs. Only a path: :meth:`CacheDir.open` checks and creates it."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "offload" / namespace
 
 
 class CacheWarning(UserWarning):
@@ -176,6 +192,31 @@ def _read_regular(dir_fd: int, name: str, limit: int) -> bytes | None:
         raise _Rejected(f"cannot read {name} ({exc.strerror})") from None
     if len(data) != size:
         raise _Rejected(f"{name} changed while being read")
+    return data
+
+
+def _read_regular_writable(dir_fd: int, name: str, limit: int) -> bytearray | None:
+    """As _read_regular, into a bytearray (a writable buffer a caller may hand on)."""
+    opened = _open_regular(dir_fd, name, limit)
+    if opened is None:
+        return None
+    fd, size = opened
+    data = bytearray(size + 1)
+    try:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            got = 0
+            with memoryview(data) as view:
+                while got <= size:  # one byte more than fstat said, as in _read_regular
+                    with view[got:] as rest:
+                        n = f.readinto(rest)
+                    if not n:
+                        break
+                    got += n
+    except OSError as exc:
+        raise _Rejected(f"cannot read {name} ({exc.strerror})") from None
+    if got != size:
+        raise _Rejected(f"{name} changed while being read")
+    del data[size:]
     return data
 
 
@@ -292,8 +333,9 @@ def _seal(key: bytes, header: dict[str, Any], payload: bytes) -> tuple[bytes, ..
     return MAGIC, mac.hexdigest().encode(), b"\n", head, b"\n", payload
 
 
-def _unseal(key: bytes, blob: bytes) -> tuple[dict[str, Any], bytes]:
-    """Header and payload of a sealed blob whose HMAC holds; the header is read only then."""
+def _unseal(key: bytes, blob: bytes | bytearray) -> tuple[dict[str, Any], int]:
+    """Header and payload offset of a sealed blob whose HMAC holds; the header is read only
+    then."""
     if not blob.startswith(MAGIC):
         raise _Rejected("not a cache entry (bad magic line)")
     tag_end = len(MAGIC) + _TAG_LEN
@@ -311,7 +353,7 @@ def _unseal(key: bytes, blob: bytes) -> tuple[dict[str, Any], bytes]:
         header = None
     if not isinstance(header, dict):
         raise _Rejected("unreadable header")
-    return header, blob[head_end + 1 :]
+    return header, head_end + 1
 
 
 def _scan_tree(root_fd: int, limit: int) -> dict[str, Any]:
@@ -538,10 +580,29 @@ class EntryStore:
 
         Raises CacheError if the directory's key file is refused (see :meth:`CacheDir.key`).
         """
+        found = self._load(key, kind, _read_regular)
+        if found is None:
+            return None
+        blob, offset = found
+        return blob[offset:]
+
+    def load_buffer(self, key: str, kind: str) -> memoryview | None:
+        """As :meth:`load`, the payload as a writable view into the buffer the file was read
+        into: no copy beyond the read. For payloads a consumer shares rather than copies (a
+        runtime importing a compiled model from memory). Checked exactly as :meth:`load`."""
+        found = self._load(key, kind, _read_regular_writable)
+        if found is None:
+            return None
+        blob, offset = found
+        return memoryview(blob)[offset:]
+
+    def _load(
+        self, key: str, kind: str, read: Callable[[int, str, int], Any]
+    ) -> tuple[Any, int] | None:
         limit = self._limit(kind)
         name = self.name(key, kind)
         try:
-            blob = _read_regular(self.directory.fd, name, limit + _OVERHEAD)
+            blob = read(self.directory.fd, name, limit + _OVERHEAD)
         except (_Rejected, OSError) as exc:
             self._discard(name, str(exc))
             return None
@@ -549,15 +610,16 @@ class EntryStore:
             return None
         secret = self.directory.key()  # outside the try: a refused key is the cache's error
         try:
-            header, payload = _unseal(secret, blob)
+            header, offset = _unseal(secret, blob)
             self._check(header, key, kind)
         except _Rejected as exc:
             self._discard(name, str(exc))
             return None
-        if len(payload) > limit:  # only a sealed but oversized entry gets here
-            self._discard(name, f"payload of {len(payload)} bytes, over the limit of {limit}")
+        if len(blob) - offset > limit:  # only a sealed but oversized entry gets here
+            size = len(blob) - offset
+            self._discard(name, f"payload of {size} bytes, over the limit of {limit}")
             return None
-        return payload
+        return blob, offset
 
     def store(self, key: str, kind: str, payload: bytes) -> bool:
         """Write an entry atomically; False (with a warning) if it could not be written.
@@ -614,10 +676,10 @@ class EntryStore:
                 blob = _read_regular(fd, MANIFEST_FILE, _MANIFEST_MAX)
                 if key_bytes is None or blob is None:
                     raise _Rejected(f"{name} has no key or no manifest (unfinished or damaged)")
-                header, payload = _unseal(key_bytes, blob)
+                header, offset = _unseal(key_bytes, blob)
                 self._check(header, key, kind)
                 try:
-                    manifest = json.loads(payload)
+                    manifest = json.loads(blob[offset:])
                 except ValueError:
                     raise _Rejected("unreadable manifest") from None
                 if _scan_tree(fd, limit) != manifest:

@@ -32,7 +32,7 @@ from offload._schema import BUILTIN_OPS, encode_option, option_field_map, option
 from offload.errors import ModelBuildError
 from offload.model._writer import OperatorSpec, TensorSpec, write_model
 
-__all__ = ["ModelBuilder", "SubgraphBuilder", "options_type_for"]
+__all__ = ["ModelBuilder", "SubgraphBuilder", "option_names", "options_type_for"]
 
 DTypeLike: TypeAlias = "np.dtype[Any] | type | str"
 QuantizationLike: TypeAlias = "tuple[Any, Any] | Quantization | None"
@@ -43,6 +43,21 @@ _TYPE_IDS_BY_NAME: dict[str, int] = {name: i for i, (name, _) in TENSOR_TYPES.it
 _TYPE_IDS_BY_DTYPE: dict[np.dtype, int] = {}
 for _type_id, (_, _dtype) in TENSOR_TYPES.items():
     _TYPE_IDS_BY_DTYPE.setdefault(_dtype, _type_id)
+
+
+def option_names(op: str) -> tuple[str, ...]:
+    """The fields of ``op``'s builtin options table, by the names ``node.options`` and
+    :meth:`SubgraphBuilder.add_operator` use; ``()`` for an op whose table has none (or that
+    has no table: see :func:`options_type_for`).
+
+    A node read from a file whose operator carries no options table has ``node.options``
+    of type ``NoOptions`` even when its op has fields; a delegate whose runtime reads those
+    fields from the file can tell such nodes apart with this.
+    """
+    type_name = options_type_for(op)
+    if type_name is None:
+        return ()
+    return tuple(name for name, f in option_field_map(type_name).items() if f.kind != "table")
 
 
 def _tensor_type(dtype: Any, what: str) -> int:

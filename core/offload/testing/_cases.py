@@ -601,6 +601,9 @@ _NUMPY = {
     "int8": np.int8,
     "uint8": np.uint8,
     "bool": np.bool_,
+    "int32": np.int32,
+    "int64": np.int64,
+    "complex64": np.complex64,
 }
 
 
@@ -610,6 +613,9 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.
     if dtype in (np.int8, np.uint8):
         info = np.iinfo(dtype)
         return rng.integers(info.min, int(info.max) + 1, size=shape).astype(dtype)
+    if dtype in (np.int32, np.int64):
+        # Small values: wide ones would overflow the products and sums most ops compute.
+        return rng.integers(-100, 101, size=shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
 
 

@@ -148,7 +148,8 @@ def _declared_reason(capabilities: Capabilities, plan: Plan) -> str | None:
 def _run(content: bytes, arrays: list[np.ndarray], delegate: Delegate | None) -> list[np.ndarray]:
     interp = Interpreter(
         model_content=content,
-        experimental_delegates=[delegate] if delegate is not None else None,
+        # No delegate: the CPU reference alone, never offload's default delegates.
+        delegates=[delegate] if delegate is not None else [],
         allow_cpu_fallback=delegate is None,
     )
     interp.allocate_tensors()

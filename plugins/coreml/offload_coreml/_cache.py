@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from offload import Partition, Subgraph
-from offload.cache import CacheDir, CacheWarning, EntryStore
+from offload.cache import CacheDir, CacheWarning, EntryStore, default_location
 from offload.errors import CacheError
 
 __all__ = ["default_cache_dir", "partition_key", "ProgramCache"]
@@ -45,8 +45,7 @@ _LIMITS = {_KIND: 8 << 30}
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "offload" / "coreml"
+    return default_location("coreml")
 
 
 def partition_key(

@@ -1,0 +1,55 @@
+"""offload behind LiteRT's module: the names of ``ai_edge_litert.interpreter``.
+
+``from offload import interpreter as tflite`` stands where ``from ai_edge_litert import
+interpreter as tflite`` (or ``tflite_runtime.interpreter``) stood: ``Interpreter``,
+``SignatureRunner``, ``load_delegate``, ``OpResolverType``, ``Delegate`` and
+``InterpreterWithCustomOps`` with LiteRT 2.3's parameters. It is also what ``offload run`` and
+:func:`offload.patch_litert` put behind those imports in a program that cannot be edited.
+
+Where offload differs from LiteRT, :data:`DIFFERENCES` says how, one entry per member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from offload._delegate import Delegate
+from offload._interpreter import Interpreter, SignatureRunner
+from offload._litert_compat import DIFFERENCES, OpResolverType
+from offload._plugins import load_delegate
+from offload.errors import IncompatibleOptionError
+
+__all__ = [
+    "DIFFERENCES",
+    "Delegate",
+    "Interpreter",
+    "InterpreterWithCustomOps",
+    "OpResolverType",
+    "SignatureRunner",
+    "load_delegate",
+]
+
+
+class InterpreterWithCustomOps(Interpreter):
+    """LiteRT's Interpreter that registers custom ops; offload cannot call the registerers.
+
+    ``custom_op_registerers`` are C++ functions (or their symbol names) that add kernels to
+    LiteRT's op resolver. offload's kernels are Python, so any registerer raises
+    :class:`~offload.errors.IncompatibleOptionError`; a custom op runs on offload through a
+    delegate that declares it, or through the litert delegate with LiteRT's own resolver.
+    """
+
+    def __init__(
+        self,
+        custom_op_registerers: Sequence[str | Callable[..., Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if custom_op_registerers:
+            raise IncompatibleOptionError(
+                f"InterpreterWithCustomOps: custom_op_registerers {list(custom_op_registerers)!r}"
+                " register C++ kernels in LiteRT's op resolver, which offload does not have; "
+                "run the custom op with an offload delegate that declares it, or leave the "
+                "program on LiteRT (see offload.interpreter.DIFFERENCES)"
+            )
+        super().__init__(**kwargs)

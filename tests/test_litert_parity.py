@@ -1,0 +1,386 @@
+"""offload's LiteRT API against the installed LiteRT, read by introspection: every public
+member of ``ai_edge_litert.interpreter`` (module names, Interpreter, SignatureRunner,
+load_delegate) exists in ``offload.interpreter`` with LiteRT's parameter names, defaults and
+keyword-ness, and returns data of LiteRT's shape. Differences are allowed only where
+``offload.interpreter.DIFFERENCES`` documents them."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import offload
+from offload import interpreter as ours
+from offload._litert_compat import LITERT_OPTIONS
+from offload.model.builder import ModelBuilder
+
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is not installed")
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CLASSES = ("Interpreter", "SignatureRunner", "InterpreterWithCustomOps")
+# LiteRT keywords offload's constructor takes through **kwargs, with LiteRT's defaults.
+ABSORBED = {"Interpreter.__init__": LITERT_OPTIONS}
+# Leading positional parameters that must stay where LiteRT has them, whatever is documented.
+POSITIONAL_PREFIX = {"Interpreter.__init__": 4}
+
+
+def public_members(cls: type) -> dict[str, Any]:
+    """Public names of ``cls`` (its bases included), plus the constructor and ``__call__``
+    where the class defines them, as raw attributes (properties stay properties)."""
+    members: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object's members are nobody's API
+        for name, value in vars(klass).items():
+            if not name.startswith("_") or name in ("__init__", "__call__"):
+                members[name] = value
+    return members
+
+
+def _same_default(theirs: Any, mine: Any) -> bool:
+    if isinstance(theirs, enum.Enum) and isinstance(mine, enum.Enum):
+        return (theirs.name, theirs.value) == (mine.name, mine.value)
+    return type(theirs) is type(mine) and theirs == mine
+
+
+def signature_problems(where: str, theirs: Callable[..., Any], mine: Callable[..., Any]) -> list:
+    """Why a LiteRT call of ``theirs`` would not bind to ``mine`` the same way ([] if it would)."""
+    theirs_sig, mine_sig = inspect.signature(theirs), inspect.signature(mine)
+    t_params = [p for n, p in theirs_sig.parameters.items() if n != "self"]
+    m_params = [p for n, p in mine_sig.parameters.items() if n != "self"]
+    m_by_name = {p.name: p for p in m_params}
+    m_kinds = {p.kind for p in m_params}
+    t_positional = [p.name for p in t_params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    m_positional = [p.name for p in m_params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    problems = []
+    documented_positions = f"{where}(positional arguments)" in ours.DIFFERENCES
+    prefix = POSITIONAL_PREFIX.get(where, len(t_positional))
+    if m_positional[:prefix] != t_positional[:prefix]:
+        problems.append(
+            f"{where}: positional parameters {m_positional[:prefix]}, LiteRT has "
+            f"{t_positional[:prefix]}"
+        )
+    for pos, p in enumerate(t_params):
+        if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            if p.kind not in m_kinds:
+                problems.append(f"{where}: LiteRT takes {p}, offload does not")
+            continue
+        mp = m_by_name.get(p.name)
+        if mp is None:
+            absorbed = ABSORBED.get(where, {})
+            if p.VAR_KEYWORD not in m_kinds or p.name not in absorbed:
+                problems.append(f"{where}: parameter {p.name!r} is missing (LiteRT: {p})")
+            elif not _same_default(p.default, absorbed[p.name]):
+                problems.append(
+                    f"{where}: {p.name} defaults to {absorbed[p.name]!r}, LiteRT's to {p.default!r}"
+                )
+            elif not documented_positions and p.kind is p.POSITIONAL_OR_KEYWORD:
+                problems.append(f"{where}: {p.name} is keyword-only, LiteRT's is positional")
+            continue
+        if p.default is not p.empty and not _same_default(p.default, mp.default):
+            problems.append(
+                f"{where}: {p.name} defaults to {mp.default!r}, LiteRT's to {p.default!r}"
+            )
+        if p.default is p.empty and mp.default is not mp.empty:
+            problems.append(f"{where}: {p.name} is optional in offload, required in LiteRT")
+        same_place = p.name not in t_positional or (
+            p.name in m_positional and m_positional.index(p.name) == t_positional.index(p.name)
+        )
+        if (mp.kind is not p.kind or not same_place) and not documented_positions:
+            problems.append(
+                f"{where}: {p.name} is {mp.kind.description} at position "
+                f"{m_params.index(mp)}, LiteRT's is {p.kind.description} at position {pos}"
+            )
+    for mp in m_params:  # offload's own parameters must not make a LiteRT call fail
+        if mp.name not in {p.name for p in t_params} and mp.kind not in (
+            mp.VAR_KEYWORD,
+            mp.VAR_POSITIONAL,
+        ):
+            if mp.default is mp.empty:
+                problems.append(f"{where}: offload requires {mp.name!r}, which LiteRT has not")
+    return problems
+
+
+def class_problems(name: str, theirs: type, mine: type) -> list[str]:
+    """Members of LiteRT's class ``theirs`` that ``mine`` lacks or takes differently."""
+    problems = []
+    mine_members = public_members(mine)
+    for member, value in sorted(public_members(theirs).items()):
+        where = f"{name}.{member}"
+        if member not in mine_members:
+            problems.append(f"{where} is missing (LiteRT has {member}{_describe(value)})")
+            continue
+        found = mine_members[member]
+        if isinstance(value, property) != isinstance(found, property):
+            kind = "a property" if isinstance(value, property) else "a method"
+            problems.append(f"{where}: LiteRT's is {kind}, offload's is not")
+        elif callable(value):
+            problems += signature_problems(where, value, found)
+    return problems
+
+
+def _describe(value: Any) -> str:
+    try:
+        return str(inspect.signature(value))
+    except (TypeError, ValueError):
+        return f" ({type(value).__name__})"
+
+
+def module_problems(theirs: Any, mine: Any) -> list[str]:
+    """Every public name of LiteRT's interpreter module, checked in offload's."""
+    problems = []
+    names = [n for n in dir(theirs) if not n.startswith("_")]
+    for name in sorted(n for n in names if not inspect.ismodule(getattr(theirs, n))):
+        value = getattr(theirs, name)
+        if not hasattr(mine, name):
+            problems.append(f"offload.interpreter.{name} is missing")
+        elif name in ours.DIFFERENCES:
+            continue  # documented: exists, behaves as the entry says
+        elif isinstance(value, type) and issubclass(value, enum.Enum):
+            want = {m.name: m.value for m in value}
+            found = {m.name: m.value for m in getattr(mine, name)}
+            if want != found:
+                problems.append(f"{name}: members {found}, LiteRT's {want}")
+        elif isinstance(value, type):
+            problems += class_problems(name, value, getattr(mine, name))
+        elif callable(value):
+            problems += signature_problems(name, value, getattr(mine, name))
+    return problems
+
+
+# -- the introspection checks -----------------------------------------------------------------
+
+
+def test_module_names_match_litert():
+    """offload.interpreter has every public name of LiteRT's module, each taken as LiteRT's."""
+    assert module_problems(litert, ours) == []
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_class_members_match_litert(name: str):
+    """Each public member of LiteRT's class exists in offload's with a compatible signature."""
+    assert class_problems(name, getattr(litert, name), getattr(ours, name)) == []
+
+
+def test_top_level_names_are_the_module_s():
+    """offload.Interpreter, offload.load_delegate... are the objects offload.interpreter has."""
+    for name in ("Interpreter", "SignatureRunner", "load_delegate"):
+        assert getattr(offload, name) is getattr(ours, name)
+
+
+def test_documented_differences_name_real_members():
+    """Every DIFFERENCES entry names a member LiteRT has, so none outlives what it excuses."""
+    for key in ours.DIFFERENCES:
+        head = key.split("(")[0]
+        obj: Any = litert
+        for part in head.split("."):
+            assert hasattr(obj, part), f"DIFFERENCES entry {key!r}: LiteRT has no {head}"
+            obj = getattr(obj, part)
+        if "(" in key and not key.endswith("(positional arguments)"):
+            param = key.split("(")[1].rstrip(")")
+            assert param in inspect.signature(obj).parameters, key
+
+
+# -- the checks catch what they are for ---------------------------------------------------------
+
+
+def test_a_renamed_method_is_reported():
+    """A method renamed in offload (the gettensor_details slip) fails the check, by name."""
+
+    class Renamed(ours.Interpreter):
+        get_tensor_details = None  # type: ignore[assignment]  # hide the real one
+
+        def gettensor_details(self, subgraph_index: int = 0) -> list:
+            return []
+
+    members = public_members(Renamed)
+    del members["get_tensor_details"]
+    problems = [
+        p
+        for p in class_problems("Interpreter", litert.Interpreter, type("R", (), members))
+        if "get_tensor_details" in p
+    ]
+    assert problems == [
+        "Interpreter.get_tensor_details is missing (LiteRT has get_tensor_details"
+        "(self, subgraph_index=0))"
+    ]
+
+
+def test_changed_defaults_and_keywords_are_reported():
+    """A different default, a parameter made keyword-only, an extra required one: each named."""
+
+    def theirs(self, tensor_index, subgraph_index=0):  # noqa: ANN001, ANN202
+        pass
+
+    def mine(self, tensor_index, *, subgraph_index=1, extra):  # noqa: ANN001, ANN202
+        pass
+
+    problems = signature_problems("X.get_tensor", theirs, mine)
+    assert any("subgraph_index defaults to 1" in p for p in problems)
+    assert any("subgraph_index is keyword-only" in p for p in problems)
+    assert any("requires 'extra'" in p for p in problems)
+
+
+def test_a_missing_module_name_is_reported():
+    """A name LiteRT's module has and offload's lacks fails the check."""
+    fake = type("M", (), {n: getattr(ours, n) for n in ours.__all__ if n != "OpResolverType"})
+    assert "offload.interpreter.OpResolverType is missing" in module_problems(litert, fake)
+
+
+# -- return shapes ------------------------------------------------------------------------------
+
+
+def structure(value: Any) -> Any:
+    """The shape of a result: types, keys, array dtypes and ranks, not the numbers."""
+    if isinstance(value, Mapping):
+        return {k: structure(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [structure(v) for v in value])
+    if isinstance(value, np.ndarray):
+        return ("ndarray", str(value.dtype), value.ndim)
+    if isinstance(value, type):
+        return ("type", value.__name__)
+    if callable(value):
+        return "callable"
+    if isinstance(value, np.generic):
+        return ("numpy", type(value).__name__)
+    return type(value).__name__
+
+
+def _inputs(details: list[dict]) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(d["shape"]).astype(d["dtype"]) for d in details]
+
+
+# How to call each public member of LiteRT's Interpreter: a new LiteRT method without a recipe
+# here fails test_every_member_has_a_recipe, so the return-shape check cannot fall behind.
+RECIPES: dict[str, Callable[[Any], Any]] = {
+    "allocate_tensors": lambda it: it.allocate_tensors(),
+    "experimental_compress_quantization_zero_points": (
+        lambda it: it.experimental_compress_quantization_zero_points
+    ),
+    "get_input_details": lambda it: it.get_input_details(),
+    "get_output_details": lambda it: it.get_output_details(),
+    "get_signature_list": lambda it: it.get_signature_list(),
+    "get_signature_runner": lambda it: (
+        it.get_signature_runner().get_input_details(),
+        it.get_signature_runner().get_output_details(),
+        it.get_signature_runner()(image=_inputs(it.get_input_details())[0]),
+    ),
+    "get_tensor": lambda it: it.get_tensor(it.get_output_details()[0]["index"]),
+    "get_tensor_details": lambda it: (it.get_tensor_details(), it.get_tensor_details(0)),
+    "invoke": lambda it: it.invoke(),
+    "num_subgraphs": lambda it: it.num_subgraphs(),
+    "reset_all_variables": lambda it: it.reset_all_variables(),
+    "resize_tensor_input": lambda it: it.resize_tensor_input(0, [1, 64, 64, 3], strict=True),
+    "set_tensor": lambda it: it.set_tensor(0, _inputs(it.get_input_details())[0]),
+    "tensor": lambda it: it.tensor(it.get_output_details()[0]["index"])().shape,
+}
+
+
+def test_every_member_has_a_recipe():
+    """The return-shape check covers every public member of LiteRT's Interpreter."""
+    members = {m for m in public_members(litert.Interpreter) if not m.startswith("__")}
+    assert members == set(RECIPES)
+
+
+def _interpreter(module: Any, **kwargs: Any) -> Any:
+    path = str(FIXTURES / "small_cnn_float32.tflite")
+    it = module.Interpreter(model_path=path, **kwargs)
+    it.allocate_tensors()
+    it.set_tensor(0, _inputs(it.get_input_details())[0])
+    it.invoke()
+    return it
+
+
+@pytest.mark.parametrize("member", sorted(RECIPES))
+def test_return_shape_matches_litert(member: str):
+    """Each member returns data of LiteRT's shape: same types, keys, dtypes, ranks."""
+    theirs = RECIPES[member](_interpreter(litert))
+    mine = RECIPES[member](_interpreter(ours, delegates=[]))
+    assert structure(mine) == structure(theirs)
+
+
+@pytest.mark.parametrize("model", ["small_cnn_int8", "mobilenet_v3_small_qat", "lstm_float32"])
+@pytest.mark.parametrize("compress", [False, True])
+def test_tensor_details_equal_litert(model: str, compress: bool):
+    """get_tensor_details() has LiteRT's values too, per-channel and compressed zero points."""
+    kwargs = {"experimental_compress_quantization_zero_points": compress}
+    path = str(FIXTURES / f"{model}.tflite")
+    theirs = litert.Interpreter(model_path=path, **kwargs).get_tensor_details()
+    mine = ours.Interpreter(model_path=path, delegates=[], **kwargs).get_tensor_details()
+    assert len(mine) == len(theirs)
+    for a, b in zip(mine, theirs):
+        np.testing.assert_equal(a, b, err_msg=f"tensor {b['index']} ({b['name']})")
+
+
+def test_subgraphs_as_litert():
+    """num_subgraphs and get_tensor_details(subgraph_index) read every subgraph as LiteRT."""
+    b = ModelBuilder()
+    extra = b.add_subgraph("extra")
+    u, v = extra.add_input("u", (3,)), extra.add_tensor("v", (3,))
+    extra.add_operator("RELU", [u], [v])
+    extra.add_output(v)
+    x, y = b.add_input("x", (2,)), b.add_tensor("y", (2,))
+    b.add_operator("ADD", [x, x], [y])
+    b.add_output(y)
+    content = b.build()
+    theirs = litert.Interpreter(model_content=content)
+    mine = ours.Interpreter(model_content=content, delegates=[])
+    assert mine.num_subgraphs() == theirs.num_subgraphs() == 2
+    for index in (0, 1):
+        np.testing.assert_equal(mine.get_tensor_details(index), theirs.get_tensor_details(index))
+    with pytest.raises(ValueError, match="subgraph_index is out of range"):
+        mine.get_tensor_details(2)
+    with pytest.raises(offload.errors.InterpreterStateError, match="of subgraph 1 has no value"):
+        mine.get_tensor(0, subgraph_index=1)  # no signature runner has run subgraph 1
+    with pytest.raises(ValueError):
+        theirs.get_tensor_details(2)
+
+
+def test_signature_runner_made_as_in_litert():
+    """SignatureRunner(interpreter, key) works as LiteRT's and shares the interpreter's state."""
+    it = ours.Interpreter(model_path=str(FIXTURES / "small_cnn_float32.tflite"), delegates=[])
+    runner = ours.SignatureRunner(it, "serving_default")
+    x = _inputs(it.get_input_details())[0]
+    np.testing.assert_array_equal(
+        runner(image=x)["mask"], it.get_signature_runner()(image=x)["mask"]
+    )
+    with pytest.raises(ValueError, match="expects an Interpreter"):
+        ours.SignatureRunner()
+
+
+def test_unknown_keyword_is_a_type_error():
+    """A keyword LiteRT does not take is a TypeError naming it, not silently dropped."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'experimental_nope'"):
+        ours.Interpreter(model_path=str(FIXTURES / "small_cnn_float32.tflite"), experimental_nope=1)
+
+
+def test_litert_op_resolver_type_is_accepted():
+    """LiteRT's own OpResolverType members are taken, matched by name."""
+    it = ours.Interpreter(
+        model_path=str(FIXTURES / "small_cnn_float32.tflite"),
+        experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    assert it.num_subgraphs() == 1
+
+
+def test_custom_op_registerers_are_refused_clearly():
+    """InterpreterWithCustomOps without registerers is an Interpreter; with them, a typed error."""
+    path = str(FIXTURES / "small_cnn_float32.tflite")
+    assert ours.InterpreterWithCustomOps(model_path=path, delegates=[]).num_subgraphs() == 1
+    with pytest.raises(offload.errors.IncompatibleOptionError, match="custom_op_registerers"):
+        ours.InterpreterWithCustomOps(custom_op_registerers=["Register"], model_path=path)
+
+
+def test_load_delegate_old_keyword_warns():
+    """load_delegate(name=...) still works, with a DeprecationWarning naming library= and 0.3.0."""
+    with pytest.warns(
+        DeprecationWarning, match=r"removed in offload 0\.3\.0; use load_delegate\(library="
+    ):
+        delegate = offload.load_delegate(name="dummy")
+    assert delegate.name == "dummy"

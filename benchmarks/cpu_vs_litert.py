@@ -52,7 +52,7 @@ def bench(path: Path, runs: int) -> dict:
         rng.standard_normal(tuple(d["shape"])).astype(d["dtype"]) for d in ref.get_input_details()
     ]
     ref = _ready(ref, inputs)
-    ours = _ready(offload.Interpreter(model_path=str(path), num_threads=1), inputs)
+    ours = _ready(offload.Interpreter(model_path=str(path), num_threads=1, delegates=[]), inputs)
     for _ in range(3):
         ref.invoke()
         ours.invoke()
@@ -64,7 +64,7 @@ def bench(path: Path, runs: int) -> dict:
         start = time.perf_counter()
         ours.invoke()
         t_ours.append(time.perf_counter() - start)
-    prof = _ready(offload.Interpreter(model_path=str(path), profile=True), inputs)
+    prof = _ready(offload.Interpreter(model_path=str(path), profile=True, delegates=[]), inputs)
     for _ in range(5):
         prof.invoke()
     top = prof.profile_report()[:4]

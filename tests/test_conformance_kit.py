@@ -262,7 +262,7 @@ def test_every_case_runs_on_the_cpu_reference() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
     for case in CASES:
         content, arrays = build_case(case)
-        interp = offload.Interpreter(model_content=content)
+        interp = offload.Interpreter(model_content=content, delegates=[])
         interp.allocate_tensors()
         for detail, value in zip(interp.get_input_details(), arrays):
             interp.set_tensor(detail["index"], value)

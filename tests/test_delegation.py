@@ -59,7 +59,8 @@ def test_dummy_delegate_gives_the_same_outputs() -> None:
     with_dummy = offload.Interpreter(model_content=_chain_model(), experimental_delegates=[dummy])
     assert with_dummy.plan().nodes_of("dummy") == [0, 2]
     np.testing.assert_array_equal(
-        _run(with_dummy, x), _run(offload.Interpreter(model_content=_chain_model()), x)
+        _run(with_dummy, x),
+        _run(offload.Interpreter(model_content=_chain_model(), delegates=[]), x),
     )
 
 
@@ -68,7 +69,7 @@ def test_dummy_on_a_real_model_matches_cpu() -> None:
     """face_landmark with the dummy delegate gives the CPU reference's outputs."""
     path = next(p for p in public_models() if p.name == "face_landmark.tflite")
     x = np.random.default_rng(0).random((1, 192, 192, 3), dtype=np.float32)
-    plain = offload.Interpreter(model_path=path)
+    plain = offload.Interpreter(model_path=path, delegates=[])
     delegated = offload.Interpreter(model_path=path, delegates=["dummy"])
     assert delegated.plan().partitions
     np.testing.assert_allclose(_run(delegated, x), _run(plain, x), rtol=0, atol=0)
@@ -128,13 +129,20 @@ def test_auto_rule_prefers_cpu_over_many_small_partitions() -> None:
     assert scattered > n > one_block
 
 
-def test_auto_does_not_pick_a_delegate_that_cannot_win() -> None:
-    """delegates='auto' keeps the CPU when the only candidate (dummy) would just add overhead."""
-    interp = offload.Interpreter(model_content=_chain_model(), delegates="auto")
+def test_auto_does_not_pick_a_delegate_that_cannot_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The static rule keeps the CPU when the only candidate (dummy) would just add overhead."""
+    from offload_dummy import DummyDelegate
+    from tests._auto_fakes import install
+
+    install(monkeypatch, DummyDelegate)
+    interp = offload.Interpreter(model_content=_chain_model(), delegates="auto", auto_budget_s=0)
     assert interp.delegates == []
-    assert interp.auto_selection["chosen"] == ["cpu"]
-    dummy_entry = next(e for e in interp.auto_selection["considered"] if e["delegate"] == "dummy")
-    assert dummy_entry["cost"] > interp.auto_selection["cpu_cost"]
+    auto = interp.auto_selection
+    assert auto["mode"] == "static" and auto["chosen"] == ["cpu"]
+    rows = {c["label"]: c for c in auto["candidates"]}
+    assert rows["dummy"]["static_cost"] > rows["cpu"]["static_cost"]
 
 
 def test_failed_prepare_after_resize_falls_back_to_cpu() -> None:

@@ -111,7 +111,7 @@ def test_folded_model_computes_what_the_cpu_reference_computes():
     """The delegated float16 model gives the CPU reference's result, bit for bit."""
     content = float16_convs()
     x = RNG.standard_normal((1, 5, 5, 3)).astype(np.float32)
-    want = run(offload.Interpreter(model_content=content), x)
+    want = run(offload.Interpreter(model_content=content, delegates=[]), x)
     got = run(
         offload.Interpreter(model_content=content, experimental_delegates=[ConvDelegate()]), x
     )
@@ -122,7 +122,7 @@ def test_folding_keeps_node_and_tensor_indices():
     """The folded subgraph has LiteRT's node and tensor tables; only tensor data is new."""
     content = float16_convs()
     model = offload.load_model(model_content=content)
-    plan = offload.Interpreter(model_content=content).plan()
+    plan = offload.Interpreter(model_content=content, delegates=[]).plan()
     assert len(plan.subgraph.nodes) == len(model.main.nodes)
     assert [t.name for t in plan.subgraph.tensors] == [t.name for t in model.main.tensors]
     assert [n.op for n in plan.subgraph.nodes] == [n.op for n in model.main.nodes]
@@ -130,14 +130,14 @@ def test_folding_keeps_node_and_tensor_indices():
 
 def test_folded_constants_are_read_only():
     """Folded values are shared by every kernel and delegate: none may write into them."""
-    plan = offload.Interpreter(model_content=float16_convs(1)).plan()
+    plan = offload.Interpreter(model_content=float16_convs(1), delegates=[]).plan()
     for t in plan.to_dict()["folded"]["tensors"]:
         assert not plan.subgraph.tensors[t].data.flags.writeable
 
 
 def test_delegation_report_lists_folded_nodes_and_tensors():
     """delegation_report() says which nodes were folded and which tensors they made constant."""
-    report = offload.Interpreter(model_content=float16_convs(1)).delegation_report()
+    report = offload.Interpreter(model_content=float16_convs(1), delegates=[]).delegation_report()
     assert report["folded"] == {"nodes": [0, 1], "tensors": [3, 4]}
 
 
@@ -147,7 +147,7 @@ def test_lstm_state_dequantized_from_constants_is_not_folded():
     path = FIXTURES / "lstm_float16.tflite"
     if not path.exists():
         pytest.skip("the lstm fixtures are not generated")
-    interpreter = offload.Interpreter(model_path=str(path))
+    interpreter = offload.Interpreter(model_path=str(path), delegates=[])
     plan = interpreter.plan()
     sg = plan.subgraph
     state = {t for n in sg.nodes if n.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" for t in n.inputs[18:20]}
@@ -165,7 +165,7 @@ def test_lstm_state_dequantized_from_constants_is_not_folded():
 def test_sparse_weights_are_densified_once():
     """Every DENSIFY of the sparse face detector (and what dequantizes its result) is folded:
     no planned step runs it."""
-    interpreter = offload.Interpreter(model_path=str(SPARSE[0]))
+    interpreter = offload.Interpreter(model_path=str(SPARSE[0]), delegates=[])
     plan = interpreter.plan()
     ops = {plan.subgraph.nodes[n].op for n in plan.folded}
     assert "DENSIFY" in ops

@@ -108,7 +108,7 @@ def test_model_path_must_be_a_regular_file(short_dir: Path, kind: str) -> None:
     path = make(short_dir)
     for load in (
         lambda: offload.load_model(path),
-        lambda: offload.Interpreter(model_path=path),
+        lambda: offload.Interpreter(model_path=path, delegates=[]),
     ):
         error = _loads_within(load)
         assert isinstance(error, ModelLoadError), error
@@ -230,7 +230,7 @@ def test_zero_weight_channel_runs_like_litert() -> None:
     kernels (XNNPACK, LiteRT's default delegate, refuses the model instead)."""
     content = VALID_QUANTIZATION["zero scale on a constant's channel"]
     x = np.full((1, 4), 100, np.int8)
-    interp = offload.Interpreter(model_content=content)
+    interp = offload.Interpreter(model_content=content, delegates=[])
     interp.allocate_tensors()
     interp.set_tensor(0, x)
     interp.invoke()

@@ -78,7 +78,7 @@ def test_declared_output_shape_is_replaced_by_the_computed_one(op: str) -> None:
     litert = pytest.importorskip("ai_edge_litert.interpreter")
     content = _unary(op, (64, 64), (1, 4))
     x = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
-    interp = offload.Interpreter(model_content=content)
+    interp = offload.Interpreter(model_content=content, delegates=[])
     interp.allocate_tensors()
     found = _run(interp, x)
     reference = litert.Interpreter(model_content=content)
@@ -98,7 +98,7 @@ def test_broadcast_that_cannot_happen_is_refused() -> None:
     y = b.add_tensor("y", shape=(2, 3))
     b.add_operator("ADD", inputs=[x, c], outputs=[y])
     b.add_output(y)
-    interp = offload.Interpreter(model_content=b.build())
+    interp = offload.Interpreter(model_content=b.build(), delegates=[])
     with pytest.raises(TensorShapeError, match=r"broadcast.*\[2, 3\] and \[4\]"):
         interp.allocate_tensors()
 
@@ -112,7 +112,7 @@ def test_reduction_axis_out_of_range_is_refused() -> None:
     b.add_operator("MEAN", inputs=[x, axis], outputs=[y], options={"keep_dims": False})
     b.add_output(y)
     with pytest.raises(TensorShapeError, match="axes in"):
-        offload.Interpreter(model_content=b.build()).allocate_tensors()
+        offload.Interpreter(model_content=b.build(), delegates=[]).allocate_tensors()
 
 
 def test_pool_window_that_cannot_fit_is_refused() -> None:
@@ -135,12 +135,14 @@ def test_pool_window_that_cannot_fit_is_refused() -> None:
     )
     model.add_output(y)
     with pytest.raises(TensorShapeError, match="window"):
-        offload.Interpreter(model_content=model.build()).allocate_tensors()
+        offload.Interpreter(model_content=model.build(), delegates=[]).allocate_tensors()
 
 
 def test_tensor_over_the_memory_budget_is_refused_before_allocation() -> None:
     """A 16 GiB input fails with MemoryBudgetError naming the tensor and its bytes."""
-    interp = offload.Interpreter(model_content=_unary("RELU", (65536, 65536), (65536, 65536)))
+    interp = offload.Interpreter(
+        model_content=_unary("RELU", (65536, 65536), (65536, 65536)), delegates=[]
+    )
     with pytest.raises(MemoryBudgetError, match=r"tensor 0 \('x'\).*17,179,869,184 bytes"):
         interp.allocate_tensors()
 
@@ -149,16 +151,20 @@ def test_memory_budget_is_configurable() -> None:
     """A budget below a model's needs fails; None lifts it; a bad value is refused."""
     content = _unary("RELU", (4, 4), (4, 4))
     with pytest.raises(MemoryBudgetError, match="max_tensor_bytes=32"):
-        offload.Interpreter(model_content=content, max_tensor_bytes=32).allocate_tensors()
-    offload.Interpreter(model_content=content, max_tensor_bytes=None).allocate_tensors()
+        offload.Interpreter(
+            model_content=content, max_tensor_bytes=32, delegates=[]
+        ).allocate_tensors()
+    offload.Interpreter(
+        model_content=content, max_tensor_bytes=None, delegates=[]
+    ).allocate_tensors()
     with pytest.raises(ValueError, match="max_tensor_bytes"):
-        offload.Interpreter(model_content=content, max_tensor_bytes=-1)
+        offload.Interpreter(model_content=content, max_tensor_bytes=-1, delegates=[])
 
 
 def test_resize_propagates_computed_shapes() -> None:
     """After resize_tensor_input the computed shapes replace the declared ones, as LiteRT's
     Prepare does, and output details report them."""
-    interp = offload.Interpreter(model_content=_add_relu_add())
+    interp = offload.Interpreter(model_content=_add_relu_add(), delegates=[])
     interp.resize_tensor_input(0, [5, 3])
     interp.allocate_tensors()
     assert list(interp.get_output_details()[0]["shape"]) == [5, 3]
@@ -168,7 +174,9 @@ def test_resize_propagates_computed_shapes() -> None:
 
 def test_block_size_is_in_quantization_parameters() -> None:
     """LiteRT's quantization_parameters has a block_size key; so do ours."""
-    details = offload.Interpreter(model_content=_add_relu_add()).get_input_details()[0]
+    details = offload.Interpreter(model_content=_add_relu_add(), delegates=[]).get_input_details()[
+        0
+    ]
     assert details["quantization_parameters"]["block_size"] == 0
 
 
@@ -319,4 +327,4 @@ def test_every_setup_failure_is_an_offload_error() -> None:
     b.add_operator("CONV_2D", inputs=[x, w, bias], outputs=[y], options={"padding": "SAME"})
     b.add_output(y)
     with pytest.raises(OffloadError, match="CONV_2D v1 \\(node 0\\)"):
-        offload.Interpreter(model_content=b.build()).allocate_tensors()
+        offload.Interpreter(model_content=b.build(), delegates=[]).allocate_tensors()

@@ -60,7 +60,7 @@ def test_litert_program_runs_unchanged() -> None:
 @needs_landmark
 def test_details_have_litert_keys_and_types() -> None:
     """get_input/output_details return the same keys, value types and values as LiteRT."""
-    ours = offload.Interpreter(model_path=str(LANDMARK))
+    ours = offload.Interpreter(model_path=str(LANDMARK), delegates=[])
     theirs = litert.Interpreter(model_path=str(LANDMARK))
     for mine, ref in zip(
         ours.get_input_details() + ours.get_output_details(),
@@ -79,14 +79,14 @@ def test_details_have_litert_keys_and_types() -> None:
 
 def test_invoke_before_allocate_is_a_typed_error() -> None:
     """invoke() before allocate_tensors() raises InterpreterStateError saying what to do."""
-    interp = offload.Interpreter(model_content=_mul_model())
+    interp = offload.Interpreter(model_content=_mul_model(), delegates=[])
     with pytest.raises(InterpreterStateError, match="allocate_tensors"):
         interp.invoke()
 
 
 def test_set_tensor_checks_dtype_and_shape() -> None:
     """set_tensor with a wrong dtype or shape says what was expected and what was found."""
-    interp = offload.Interpreter(model_content=_mul_model())
+    interp = offload.Interpreter(model_content=_mul_model(), delegates=[])
     interp.allocate_tensors()
     with pytest.raises(TensorTypeError, match="expected dtype float32, found float64"):
         interp.set_tensor(0, np.zeros((1, 4)))
@@ -97,14 +97,14 @@ def test_set_tensor_checks_dtype_and_shape() -> None:
 @pytest.mark.parametrize("index", [-1, 99, "0"])
 def test_tensor_index_out_of_range(index: object) -> None:
     """A tensor index outside the table is a TensorIndexError with the valid range."""
-    interp = offload.Interpreter(model_content=_mul_model())
+    interp = offload.Interpreter(model_content=_mul_model(), delegates=[])
     with pytest.raises(TensorIndexError, match=r"0\.\.2"):
         interp.get_tensor(index)  # type: ignore[arg-type]
 
 
 def test_resize_then_allocate_runs_the_new_shape() -> None:
     """resize_tensor_input + allocate_tensors runs a new batch size, as in LiteRT."""
-    interp = offload.Interpreter(model_content=_mul_model(dynamic=True))
+    interp = offload.Interpreter(model_content=_mul_model(dynamic=True), delegates=[])
     interp.resize_tensor_input(0, [3, 4], strict=True)
     interp.allocate_tensors()
     interp.set_tensor(0, np.ones((3, 4), np.float32))
@@ -117,14 +117,14 @@ def test_resize_then_allocate_runs_the_new_shape() -> None:
 
 def test_strict_resize_rejects_static_dimensions() -> None:
     """strict=True only lets -1 dimensions of shape_signature change."""
-    interp = offload.Interpreter(model_content=_mul_model(dynamic=True))
+    interp = offload.Interpreter(model_content=_mul_model(dynamic=True), delegates=[])
     with pytest.raises(TensorShapeError, match="shape_signature"):
         interp.resize_tensor_input(0, [1, 5], strict=True)
 
 
 def test_tensor_returns_a_live_view() -> None:
     """tensor(i)() returns the interpreter's buffer: writing it sets the input."""
-    interp = offload.Interpreter(model_content=_mul_model())
+    interp = offload.Interpreter(model_content=_mul_model(), delegates=[])
     interp.allocate_tensors()
     interp.tensor(0)()[...] = 2.0
     interp.invoke()
@@ -141,12 +141,14 @@ def test_intermediates_are_freed_unless_preserved() -> None:
     b.add_operator("RELU6", inputs=[mid], outputs=[y])
     b.add_output(y)
     content = b.build()
-    interp = offload.Interpreter(model_content=content)
+    interp = offload.Interpreter(model_content=content, delegates=[])
     interp.allocate_tensors()
     interp.invoke()
     with pytest.raises(InterpreterStateError, match="experimental_preserve_all_tensors"):
         interp.get_tensor(mid)
-    keep = offload.Interpreter(model_content=content, experimental_preserve_all_tensors=True)
+    keep = offload.Interpreter(
+        model_content=content, experimental_preserve_all_tensors=True, delegates=[]
+    )
     keep.allocate_tensors()
     keep.invoke()
     assert keep.get_tensor(mid).shape == (4,)
@@ -155,7 +157,7 @@ def test_intermediates_are_freed_unless_preserved() -> None:
 def test_signature_runner_matches_litert() -> None:
     """get_signature_list / get_signature_runner behave as LiteRT's for the builder's signature."""
     content = _mul_model()
-    ours = offload.Interpreter(model_content=content)
+    ours = offload.Interpreter(model_content=content, delegates=[])
     theirs = litert.Interpreter(model_content=content)
     assert ours.get_signature_list() == theirs.get_signature_list()
     if not ours.get_signature_list():
@@ -177,14 +179,14 @@ def test_custom_op_is_reported_by_name() -> None:
     y = b.add_tensor("y", shape=(2,))
     b.add_operator("MyFancyOp", inputs=[x], outputs=[y], custom=True)
     b.add_output(y)
-    interp = offload.Interpreter(model_content=b.build())
+    interp = offload.Interpreter(model_content=b.build(), delegates=[])
     with pytest.raises(OffloadError, match="custom op 'MyFancyOp'.*node 0"):
         interp.allocate_tensors()
 
 
 def test_profile_report_lists_ops() -> None:
     """profile=True records time per op."""
-    interp = offload.Interpreter(model_content=_mul_model(), profile=True)
+    interp = offload.Interpreter(model_content=_mul_model(), profile=True, delegates=[])
     interp.allocate_tensors()
     interp.invoke()
     (row,) = interp.profile_report()

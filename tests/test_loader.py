@@ -112,7 +112,7 @@ def test_truncated_file_is_a_typed_error(tmp_path: Path, fraction: float) -> Non
         model = offload.load_model(cut)
     except ModelLoadError:
         return
-    interp = offload.Interpreter(model_path=cut)
+    interp = offload.Interpreter(model_path=cut, delegates=[])
     try:
         interp.allocate_tensors()
     except offload.errors.OffloadError:
@@ -149,6 +149,6 @@ def test_control_flow_is_reported_as_unsupported_by_name() -> None:
         options={"cond_subgraph_index": 0, "body_subgraph_index": 0},
     )
     b.add_output(y)
-    interp = offload.Interpreter(model_content=b.build())
+    interp = offload.Interpreter(model_content=b.build(), delegates=[])
     with pytest.raises(UnsupportedOpError, match="control-flow op WHILE"):
         interp.allocate_tensors()

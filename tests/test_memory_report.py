@@ -58,7 +58,7 @@ class _ReportingDelegate(offload_dummy.DummyDelegate):
 
 def test_arena_bytes_are_the_planned_arena() -> None:
     """The arena figure is the block's size: two 32-byte slots, the first padded to 64."""
-    interp = offload.Interpreter(model_content=_chain_model())
+    interp = offload.Interpreter(model_content=_chain_model(), delegates=[])
     assert interp.memory_report()["arena"] == 0
     interp.allocate_tensors()
     assert interp.memory_report()["arena"] == 64 + 32
@@ -67,7 +67,7 @@ def test_arena_bytes_are_the_planned_arena() -> None:
 def test_conv_kernel_buffers_hold_its_weights() -> None:
     """A float CONV_2D keeps its filter in GEMM layout: at least the filter's bytes."""
     content, constant_bytes = _conv_model()
-    interp = offload.Interpreter(model_content=content)
+    interp = offload.Interpreter(model_content=content, delegates=[])
     interp.allocate_tensors()
     report = interp.memory_report()
     assert report["cpu_kernel_buffers"] >= constant_bytes - 16 * 4
@@ -76,7 +76,7 @@ def test_conv_kernel_buffers_hold_its_weights() -> None:
 
 def test_tensors_count_inputs_outputs_and_constants() -> None:
     """After invoke, tensors hold the input, the output and the constants, each once."""
-    interp = offload.Interpreter(model_content=_chain_model())
+    interp = offload.Interpreter(model_content=_chain_model(), delegates=[])
     interp.allocate_tensors()
     interp.set_tensor(interp.get_input_details()[0]["index"], np.zeros((1, 8), np.float32))
     interp.invoke()

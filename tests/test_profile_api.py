@@ -142,7 +142,7 @@ def test_a_kernel_without_profile_says_so() -> None:
 
 def test_a_cpu_only_interpreter_has_no_rows() -> None:
     """Without delegate partitions there is nothing to profile and nothing to report."""
-    interp = offload.Interpreter(model_content=_two_partitions())
+    interp = offload.Interpreter(model_content=_two_partitions(), delegates=[])
     interp.allocate_tensors()
     assert interp.set_delegate_profiling(True) == [] and interp.delegate_profile() == []
 

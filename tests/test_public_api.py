@@ -38,7 +38,7 @@ def private_imports(package: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("plugin", ["coreml", "dummy", "gpu_opencl"])
+@pytest.mark.parametrize("plugin", ["coreml", "dummy", "gpu_opencl", "litert", "openvino"])
 def test_plugin_imports_only_public_offload_modules(plugin: str):
     """No file of a plugin imports a private (underscore) module of offload."""
     assert private_imports(PLUGINS / plugin) == []

@@ -3,7 +3,8 @@
 The public API is what ``__all__`` lists; everything in underscore modules is private.
 """
 
-from offload import cache, errors, geometry, quant
+from offload import cache, errors, geometry, interpreter, quant
+from offload._auto_cache import clear_auto_cache
 from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
 from offload._delegate import (
     Availability,
@@ -13,12 +14,18 @@ from offload._delegate import (
     DeviceProfile,
     KernelTiming,
 )
-from offload._export import ExportedPartition, check_exportable, export_partition
+from offload._export import (
+    ExportedPartition,
+    check_exportable,
+    export_partition,
+    partition_fingerprint,
+)
 from offload._graph import Model, ModelType, Node, OpOptions, Subgraph, Tensor
 from offload._interpreter import Interpreter, SignatureRunner
 from offload._loader import load_model
 from offload._matrix import capability_matrix
 from offload._partition import Partition
+from offload._patch import LiteRTPatch, patch_litert
 from offload._plan import Plan
 from offload._plugins import list_delegates, list_plugins, load_delegate, reload_plugins
 from offload._providers import DelegateFlag, DelegateProvider
@@ -39,6 +46,7 @@ __all__ = [
     "ExportedPartition",
     "Interpreter",
     "KernelTiming",
+    "LiteRTPatch",
     "Model",
     "ModelType",
     "ModelTypeSupport",
@@ -56,15 +64,19 @@ __all__ = [
     "cache",
     "capability_matrix",
     "check_exportable",
+    "clear_auto_cache",
     "diff_per_node",
     "errors",
     "export_partition",
     "geometry",
+    "interpreter",
     "hookimpl",
     "list_delegates",
     "list_plugins",
     "load_delegate",
     "load_model",
+    "partition_fingerprint",
+    "patch_litert",
     "quant",
     "reload_plugins",
 ]

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from tflite.utils import BUILTIN_OPCODE2NAME
 
+from offload._deprecation import deprecation, warn_deprecated
 from offload._graph import MODEL_TYPES, ModelType, Node, Subgraph
 from offload._schema import OptionField, enum_values, option_field_map, options_type_for
 from offload.errors import CapabilityDeclarationError
@@ -57,6 +58,16 @@ _BUILTIN_NAMES = set(BUILTIN_OPCODE2NAME.values())
 # TFLite's ActivationFunctionType names, the only values a node's fused activation can have.
 FUSED_ACTIVATION_NAMES = tuple(enum_values(tflite.ActivationFunctionType))
 _COLLECTIONS = (tuple, list, set, frozenset)
+# offload 0.1.0 read most enum options (weights_format among them) as the schema's numbers,
+# as LiteRT's C++ API and the tflite package spell them, so declarations written for it say
+# {"weights_format": 0}; every enum option is read by name since.
+_ENUM_NUMBERS = deprecation(
+    "capability-enum-numbers",
+    old="an enum option declared by its number (options={'weights_format': 0})",
+    new="its name (options={'weights_format': 'DEFAULT'})",
+    since="0.2.0",
+    removal="0.3.0",
+)
 
 
 class _Frozen(BaseModel):
@@ -165,6 +176,28 @@ class OpCapability(_Frozen):
     options: dict[str, Any] = Field(default_factory=dict)
     constraints: tuple[str, ...] = ()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _enum_numbers_to_names(cls, data: Any) -> Any:
+        """Map enum options declared by number to their names, with one DeprecationWarning."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("options"), Mapping):
+            return data
+        op = data.get("op")
+        fields = _option_fields(op) if isinstance(op, str) and op in _BUILTIN_NAMES else {}
+        mapped: list[str] = []
+        options: dict[str, Any] = {}
+        for key, want in data["options"].items():
+            field = fields.get(key)
+            if field is not None and field.enum is not None:
+                want, changed = _numbers_to_names(want, _enum_names_of(field))
+                if changed:
+                    mapped.append(f"{key}: {changed}")
+            options[key] = want
+        if not mapped:
+            return data
+        warn_deprecated(_ENUM_NUMBERS, f"OpCapability {op!r}: " + "; ".join(mapped))
+        return {**data, "options": options}
+
     @field_validator("op")
     @classmethod
     def _known_op(cls, op: str) -> str:
@@ -264,6 +297,33 @@ class OpCapability(_Frozen):
             if bad:
                 raise ValueError(f"options: {key} takes {names}, found {bad}")
         return self
+
+
+def _enum_names_of(field: OptionField) -> dict[int, str]:
+    """``{number: name}`` of an enum option field (the first name of an aliased number)."""
+    by_number: dict[int, str] = {}
+    for name, number in field.choices.items():
+        by_number.setdefault(number, name)
+    return by_number
+
+
+def _numbers_to_names(want: Any, names: dict[int, str]) -> tuple[Any, str]:
+    """``want`` with known enum numbers replaced by names, and what was replaced (for the
+    warning); a number the schema does not have stays, for the usual "takes [...]" error."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and value in names:
+            return names[value]
+        return value
+
+    if isinstance(want, _COLLECTIONS):
+        items = [one(v) for v in want]
+        new: Any = type(want)(items) if not isinstance(want, list) else items
+        changed = [f"{v!r} -> {one(v)!r}" for v in want if one(v) != v]
+    else:
+        new = one(want)
+        changed = [f"{want!r} -> {new!r}"] if new != want else []
+    return new, ", ".join(changed)
 
 
 class ModelTypeSupport(_Frozen):

@@ -1,5 +1,5 @@
 """The ``offload`` command line: ``delegates``, ``check``, ``benchmark``, ``diff``, ``eval``,
-``demo``.
+``demo``, ``run``.
 
 Exit codes: 0 success; 1 a check failed or a threshold was exceeded; 2 usage or bad input
 (every :class:`offload.errors.OffloadError` is printed as ``error: ...``, never a traceback).
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from offload import _demo
 from offload._plugins import call_hook, plugin_manager
 from offload.errors import OffloadError
-from offload.tools import _benchmark, _check, _classify, _delegates, _diff
+from offload.tools import _benchmark, _check, _classify, _delegates, _diff, _run, _version
 from offload.tools._common import EXIT_USAGE
 
 __all__ = ["main", "build_parser"]
@@ -40,19 +40,19 @@ def _add_plugin_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from offload import __version__
-
     parser = argparse.ArgumentParser(
         prog="offload",
         description="Run, check and measure .tflite models with offload's delegates.",
     )
-    parser.add_argument("--version", action="version", version=f"offload {__version__}")
+    # offload and every installed plugin with its version and supported offload range.
+    parser.add_argument("--version", action=_version.VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _delegates.add_parser(sub)
     _check.add_parser(sub)
     _benchmark.add_parser(sub)
     _diff.add_parser(sub)
     _classify.add_parser(sub)
+    _run.add_parser(sub)
     demo = sub.add_parser(
         "demo",
         help="build a small model with the builder and run it "

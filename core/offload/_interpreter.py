@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from offload._auto import choose_delegates
+from offload._auto import AutoSettings
 from offload._delegate import Delegate, DelegateKernel
 from offload._executor import Executor
 from offload._graph import Model, Tensor
@@ -28,13 +28,15 @@ from offload._introspect import (
     reported_stats,
     set_profiling,
 )
+from offload._litert_compat import check_litert_options, compress_zero_points
 from offload._loader import load_model
 from offload._plan import Plan
-from offload._plugins import load_delegate
+from offload._selection import DelegateSelection, budget_from
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._tensor_details import tensor_details
 from offload.errors import (
     InterpreterStateError,
+    SubgraphIndexError,
     TensorIndexError,
     TensorShapeError,
     TensorTypeError,
@@ -76,9 +78,13 @@ class Interpreter:
         model_content: the model's bytes, instead of a path.
         experimental_delegates: delegate objects in priority order (as returned by
             :func:`offload.load_delegate`), as in LiteRT.
-        num_threads: accepted for compatibility; the numpy reference uses numpy's threads.
-        delegates: ``"auto"`` to pick from installed delegates by the capability matrix and
-            the cost rule in :mod:`offload._auto`, or names / delegate objects in priority order.
+        num_threads: LiteRT's thread count. The numpy reference uses numpy's threads; a
+            delegate offload builds for you (the default, ``"auto"``) gets it as its
+            ``num_threads`` option where it has one (litert, openvino); None keeps their
+            default, 1, as LiteRT's.
+        delegates: which delegates run the model (see "Delegates" below): names or delegate
+            objects in priority order, ``[]`` for the CPU reference alone, ``"auto"`` for the
+            fastest plan measured here, or None (the default) for offload's default delegates.
         allow_cpu_fallback: False makes planning fail when a node is left to the CPU.
         profile: record per-step time; read it with :meth:`profile_report`.
         experimental_preserve_all_tensors: keep every intermediate for :meth:`get_tensor`.
@@ -87,6 +93,28 @@ class Interpreter:
             ``allocate_tensors``, and by kernels whose output size depends on input values,
             before anything is allocated; a larger tensor raises
             :class:`~offload.errors.MemoryBudgetError` naming it.
+        auto_budget_s: seconds of timed runs ``"auto"`` may spend choosing (preparing each
+            candidate is timed apart); 0 applies the static cost rule instead of measuring.
+            Default: ``$OFFLOAD_AUTO_BUDGET_S``, else 2. Part of a stored decision's key.
+        auto_precision_loss_allowed: let ``"auto"`` accept candidates within 1e-2 (float) or
+            4 quantization steps of the CPU reference, instead of 1e-4 and 1 step, and build
+            candidates with ``precision_loss_allowed`` where they have that option.
+        auto_cache_dir: where ``"auto"`` and the default keep measured decisions (default
+            ``$OFFLOAD_AUTO_CACHE_DIR``, else ``~/.cache/offload/auto``); False keeps none.
+
+    Delegates. Named delegates run what they take, in priority order, and the CPU reference
+    the rest. ``delegates="auto"`` plans candidates (the CPU reference, each available
+    delegate alone, priority pairs), rejects fragmented plans, times the rest on seeded
+    inputs within ``auto_budget_s`` at ``allocate_tensors``, keeps the fastest whose outputs
+    agree with the CPU reference, and remembers it (a later process takes it without
+    timing); ``auto_selection`` explains the choice. With nothing named, as LiteRT applies
+    XNNPACK by default, offload applies its default delegates: the stored ``"auto"`` decision
+    for this model where there is one, else ``litert`` where offload-litert is installed, else
+    the static rule; nothing is timed. ``delegates=[]``, or
+    ``experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES`` (or
+    ``BUILTIN_REF``), gives the CPU reference alone; ``$OFFLOAD_DELEGATES`` (``auto``,
+    ``cpu``, or names separated by commas) sets the default for programs that cannot be
+    edited. ``delegation_report()["default"]`` says which applied and why.
 
     One call at a time: an Interpreter is not shared between threads. A call made while
     another thread is inside ``invoke``, ``allocate_tensors``, ``set_tensor``,
@@ -112,6 +140,9 @@ class Interpreter:
         profile: bool = False,
         experimental_preserve_all_tensors: bool = False,
         max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
+        auto_budget_s: float | None = None,
+        auto_precision_loss_allowed: bool = False,
+        auto_cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
         **litert_options: Any,
     ) -> None:
         if max_tensor_bytes is not None and (
@@ -125,32 +156,37 @@ class Interpreter:
         self._num_threads = num_threads
         self._allow_cpu_fallback = allow_cpu_fallback
         self._preserve = experimental_preserve_all_tensors
-        self._litert_options = litert_options
-        self.auto_selection: dict[str, Any] | None = None
-        chosen: list[Delegate] = list(experimental_delegates or [])
-        for d in chosen:
-            if not isinstance(d, Delegate):
-                raise TypeError(
-                    "experimental_delegates expects offload.Delegate objects, "
-                    f"found {type(d).__name__}"
-                )
-        if isinstance(delegates, str) and delegates == "auto":
-            picked, self.auto_selection = choose_delegates(self._model)
-            chosen.extend(picked)
-        elif isinstance(delegates, str):
-            chosen.append(load_delegate(delegates))
-        elif delegates is not None:
-            for d in delegates:
-                chosen.append(d if isinstance(d, Delegate) else load_delegate(d))
-        self._delegates = chosen
+        self._litert_options = check_litert_options(litert_options)
+        settings = AutoSettings(
+            budget_s=budget_from(auto_budget_s),
+            precision_loss_allowed=bool(auto_precision_loss_allowed),
+            num_threads=num_threads,
+            allow_cpu_fallback=allow_cpu_fallback,
+            preserve_all_tensors=experimental_preserve_all_tensors,
+            max_tensor_bytes=max_tensor_bytes,
+            cache_dir=auto_cache_dir or None,
+            use_cache=auto_cache_dir is not False,
+        )
+        self._selection = DelegateSelection(
+            self._model,
+            model_path,
+            delegates,
+            experimental_delegates,
+            self._litert_options["experimental_op_resolver_type"],
+            settings,
+        )
+        self._delegates = list(self._selection.delegates)
         self._executor = Executor(
             self._model,
             self._model.main,
-            chosen,
+            self._delegates,
             allow_cpu_fallback,
             experimental_preserve_all_tensors,
             max_tensor_bytes,
         )
+        # A plan of many small partitions is warned about only when the program named the
+        # delegates: auto and the default reject such plans instead.
+        self._executor.warn_partition_cost = self._selection.mode == "explicit"
         if profile:
             self._executor.profile = {}
         self._signature_runners: dict[str, SignatureRunner] = {}
@@ -163,7 +199,14 @@ class Interpreter:
 
     def allocate_tensors(self) -> None:
         with _exclusive(self._executor, "allocate_tensors()"):
+            self._resolve()
             self._executor.allocate()
+
+    def _resolve(self) -> None:
+        """Make the auto or default choice if it is still to be made (see the class doc)."""
+        if self._selection.pending:
+            self._executor = self._selection.resolve(self._executor)
+            self._delegates = list(self._selection.delegates)
 
     def invoke(self) -> None:
         busy = self._executor.busy
@@ -184,14 +227,60 @@ class Interpreter:
 
     def get_input_details(self) -> list[dict[str, Any]]:
         sg = self._model.main
-        return [tensor_details(sg.tensors[i], self._executor.shapes[i]) for i in sg.inputs]
+        return [self._details(sg.tensors[i], self._executor.shapes[i]) for i in sg.inputs]
 
     def get_output_details(self) -> list[dict[str, Any]]:
         sg = self._model.main
-        return [tensor_details(sg.tensors[i], self._current_shape(i)) for i in sg.outputs]
+        return [self._details(sg.tensors[i], self._current_shape(i)) for i in sg.outputs]
 
-    def gettensor_details(self) -> list[dict[str, Any]]:
-        return [tensor_details(t, self._current_shape(t.index)) for t in self._model.main.tensors]
+    def get_tensor_details(self, subgraph_index: int = 0) -> list[dict[str, Any]]:
+        """LiteRT's details (name, index, shape, shape_signature, dtype, quantization,
+        quantization_parameters, sparsity_parameters) of every tensor of a subgraph.
+
+        Shapes are the current ones: after ``allocate_tensors`` (or a signature runner's call,
+        for another subgraph) the computed shapes, before it the declared ones.
+        """
+        executor = self._subgraph_executor(subgraph_index)
+        if executor is self._executor:
+            return [
+                self._details(t, self._current_shape(t.index)) for t in self._model.main.tensors
+            ]
+        tensors = self._model.subgraphs[int(subgraph_index)].tensors
+        if executor is None:
+            return [self._details(t, t.shape) for t in tensors]
+        return [self._details(t, executor.shapes[t.index]) for t in tensors]
+
+    def num_subgraphs(self) -> int:
+        """How many subgraphs the model has (the main one, signatures' and control flow's)."""
+        return len(self._model.subgraphs)
+
+    @property
+    def experimental_compress_quantization_zero_points(self) -> bool:
+        """Whether tensor details give equal per-channel zero points once (LiteRT's option)."""
+        return bool(self._litert_options["experimental_compress_quantization_zero_points"])
+
+    def _details(self, t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
+        details = tensor_details(t, shape)
+        if self._litert_options["experimental_compress_quantization_zero_points"]:
+            return compress_zero_points(details)
+        return details
+
+    def _subgraph_executor(self, subgraph_index: int) -> Executor | None:
+        """The executor that runs subgraph ``subgraph_index``: the main one for 0, the signature
+        runner's for another subgraph, None when no runner has been made for it."""
+        count = len(self._model.subgraphs)
+        if not isinstance(subgraph_index, (int, np.integer)) or not 0 <= subgraph_index < count:
+            raise SubgraphIndexError(
+                f"subgraph_index is out of range: expected 0..{count - 1} (the model has "
+                f"{count} subgraphs), found {subgraph_index!r}"
+            )
+        if subgraph_index == 0:
+            return self._executor
+        target = self._model.subgraphs[int(subgraph_index)]
+        for runner in self._signature_runners.values():
+            if runner._executor.subgraph is target:
+                return runner._executor
+        return None
 
     def _current_shape(self, index: int) -> tuple[int, ...]:
         buf = self._executor.buffers[index]
@@ -233,6 +322,8 @@ class Interpreter:
             np.copyto(buf, value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
+        if subgraph_index != 0:
+            return self._get_subgraph_tensor(tensor_index, subgraph_index)
         t = self._check_index(tensor_index)
         buf = self._executor.buffers[t.index]
         if buf is None:
@@ -249,6 +340,26 @@ class Interpreter:
                 "their last use; create the Interpreter with "
                 "experimental_preserve_all_tensors=True "
                 "to keep them"
+            )
+        return np.array(buf, copy=True)
+
+    def _get_subgraph_tensor(self, tensor_index: int, subgraph_index: int) -> np.ndarray:
+        """A tensor of another subgraph: a constant, or a value its signature runner left."""
+        executor = self._subgraph_executor(subgraph_index)
+        tensors = self._model.subgraphs[int(subgraph_index)].tensors
+        if not isinstance(tensor_index, (int, np.integer)) or not 0 <= tensor_index < len(tensors):
+            raise TensorIndexError(
+                f"expected a tensor index in 0..{len(tensors) - 1} of subgraph {subgraph_index}, "
+                f"found {tensor_index!r}"
+            )
+        t = tensors[int(tensor_index)]
+        buf = None if executor is None else executor.buffers[t.index]
+        if buf is None and t.is_constant and t.sparsity is None:
+            buf = t.constant_value()
+        if buf is None:
+            raise InterpreterStateError(
+                f"tensor {t.index} ({t.name!r}) of subgraph {subgraph_index} has no value: run "
+                "the signature runner of that subgraph first"
             )
         return np.array(buf, copy=True)
 
@@ -322,6 +433,7 @@ class Interpreter:
                 f"no signature {signature_key!r}; the model has {sorted(sigs) or 'none'}"
             )
         if signature_key not in self._signature_runners:
+            self._resolve()  # every subgraph runs the delegates chosen for the main one
             sig = sigs[signature_key]
             if sig.subgraph_index == 0:
                 executor = self._executor
@@ -334,27 +446,54 @@ class Interpreter:
                     self._preserve,
                     self._max_tensor_bytes,
                 )
-            self._signature_runners[signature_key] = SignatureRunner(sig, executor)
+            self._signature_runners[signature_key] = SignatureRunner._bound(
+                sig, executor, self.experimental_compress_quantization_zero_points
+            )
         return self._signature_runners[signature_key]
 
     # -- offload's additions ----------------------------------------------------------------
 
     @property
     def delegates(self) -> list[Delegate]:
+        """The delegates in priority order (the auto or default choice is made on first use)."""
+        self._resolve()
         return list(self._delegates)
+
+    @property
+    def auto_selection(self) -> dict[str, Any] | None:
+        """The figures behind the auto or default choice (made on first use), else None.
+
+        ``mode`` ("measured", "cached", "static" or "default"), ``chosen`` (delegate names,
+        ``["cpu"]`` for the CPU reference alone), ``reason``, ``from_cache`` and ``cache``
+        (status, and which part of the key changed when it measured again), ``budget_s``,
+        ``measure_s`` (timed runs), ``prepare_s``, ``choosing_s`` (all of it, this process),
+        ``accuracy`` (the policy), and ``candidates``: per candidate its delegates, plan
+        (partitions, delegated and CPU nodes, bytes copied per invoke, static cost), status
+        ("chosen", "measured", "rejected", "failed", "inaccurate", "not measured") with the
+        reason, and its timing (prepare, first run, median, min, max in ms, runs).
+        """
+        self._resolve()
+        return self._selection.summary
 
     def plan(self) -> Plan:
         """The partition plan (computed on first use, or by allocate_tensors)."""
+        self._resolve()
         return self._executor.planned()
 
     def delegation_report(self) -> dict[str, Any]:
-        """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons."""
+        """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons.
+
+        ``"default"`` says which delegates applied and why (named, the CPU reference alone,
+        auto, or offload's default and where it came from); ``"auto"`` holds
+        :attr:`auto_selection` when there is one.
+        """
         report = self.plan().to_dict()
         report["restored_to_cpu"] = {str(k): v for k, v in self._executor.restored.items()}
         report["shape_corrections"] = self._executor.shape_corrections or []
         report["model_type_reason"] = self._model.model_type_reason
-        if self.auto_selection is not None:
-            report["auto"] = self.auto_selection
+        report["default"] = self._selection.describe()
+        if self._selection.summary is not None:
+            report["auto"] = self._selection.summary
         return report
 
     def profile_report(self) -> list[dict[str, Any]]:
@@ -494,25 +633,43 @@ class Interpreter:
 
 
 class SignatureRunner:
-    """Runs one signature: ``runner(**inputs) -> {output_name: array}`` (LiteRT's API)."""
+    """Runs one signature: ``runner(**inputs) -> {output_name: array}`` (LiteRT's API).
 
-    def __init__(self, signature: Any, executor: Executor) -> None:
-        self._signature = signature
-        self._executor = executor
+    Made by :meth:`Interpreter.get_signature_runner`, or as in LiteRT by
+    ``SignatureRunner(interpreter, signature_key)``; both give a runner over the same state.
+    """
+
+    _signature: Any
+    _executor: Executor
+    _compress: bool
+
+    def __init__(
+        self, interpreter: Interpreter | None = None, signature_key: str | None = None
+    ) -> None:
+        if interpreter is None:
+            raise ValueError("SignatureRunner expects an Interpreter, found None")
+        if not signature_key:
+            raise ValueError(f"SignatureRunner expects a signature_key, found {signature_key!r}")
+        bound = interpreter.get_signature_runner(signature_key)
+        self._signature, self._executor = bound._signature, bound._executor
+        self._compress = bound._compress
+
+    @classmethod
+    def _bound(cls, signature: Any, executor: Executor, compress: bool) -> SignatureRunner:
+        runner = cls.__new__(cls)
+        runner._signature, runner._executor, runner._compress = signature, executor, compress
+        return runner
+
+    def _details(self, index: int) -> dict[str, Any]:
+        ex = self._executor
+        details = tensor_details(ex.subgraph.tensors[index], ex.shapes[index])
+        return compress_zero_points(details) if self._compress else details
 
     def get_input_details(self) -> dict[str, dict[str, Any]]:
-        ex = self._executor
-        return {
-            name: tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
-            for name, i in self._signature.inputs.items()
-        }
+        return {name: self._details(i) for name, i in self._signature.inputs.items()}
 
     def get_output_details(self) -> dict[str, dict[str, Any]]:
-        ex = self._executor
-        return {
-            name: tensor_details(ex.subgraph.tensors[i], ex.shapes[i])
-            for name, i in self._signature.outputs.items()
-        }
+        return {name: self._details(i) for name, i in self._signature.outputs.items()}
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
         with _exclusive(self._executor, "a signature runner call"):

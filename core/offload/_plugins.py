@@ -57,6 +57,7 @@ from pydantic import ValidationError
 from offload import hookspecs
 from offload._capabilities import Capabilities, describe_validation_error
 from offload._delegate import Availability, Delegate, DelegateOptions
+from offload._deprecation import deprecation, renamed_parameter
 from offload._providers import DelegateProvider
 from offload.errors import (
     CapabilityDeclarationError,
@@ -566,16 +567,30 @@ def native_delegate_class(library: str) -> type[Delegate]:
     )
 
 
+# LiteRT's load_delegate(library, options=None): offload's first parameter had another name.
+_LOAD_DELEGATE_NAME = deprecation(
+    "load_delegate-name",
+    old="load_delegate(name=...)",
+    new="load_delegate(library=...), LiteRT's name for it (or pass it positionally)",
+    since="0.2.0",
+    removal="0.3.0",
+)
+
+
+@renamed_parameter(_LOAD_DELEGATE_NAME, "name", "library")
 def load_delegate(
-    name: str, options: Mapping[str, Any] | DelegateOptions | None = None
+    library: str, options: Mapping[str, Any] | DelegateOptions | None = None
 ) -> Delegate:
     """A configured delegate, by installed name or from a module path (LiteRT's load_delegate).
 
-    A native library (``x.so``, ``x.dylib``, ``x.dll``) is a LiteRT C delegate: it is applied
-    by LiteRT, through the installed delegate that runs such libraries (``litert``), and
-    ``options`` are the library's own. Raises :class:`DelegateUnavailableError` with the
+    ``library`` is an installed delegate's name (``"gpu_opencl"``), an importable module or a
+    ``.py`` file that registers one, or a LiteRT C delegate library. A native library
+    (``x.so``, ``x.dylib``, ``x.dll``) is a LiteRT C delegate: it is applied by LiteRT, through
+    the installed delegate that runs such libraries (``litert``), and ``options`` are the
+    library's own. Raises :class:`DelegateUnavailableError` with the
     reason when the delegate cannot run here.
     """
+    name = library
     if name not in plugin_manager().delegates and is_native_library(name):
         native = native_delegate_class(name)
         availability = _availability(native)

@@ -32,6 +32,11 @@ __all__ = [
     "ModelBuildError",
     "CacheError",
     "UsageError",
+    "PartitionCostWarning",
+    "IncompatibleOptionError",
+    "StandInError",
+    "StandInImportError",
+    "SubgraphIndexError",
 ]
 
 
@@ -63,6 +68,10 @@ class OpExecutionError(OffloadError, RuntimeError):
 
 class TensorIndexError(OffloadError, IndexError):
     """A tensor index is outside the subgraph's tensor table."""
+
+
+class SubgraphIndexError(OffloadError, ValueError):
+    """A subgraph index is outside the model's subgraphs (a ValueError, as in LiteRT)."""
 
 
 class TensorShapeError(OffloadError, ValueError):
@@ -141,3 +150,28 @@ class UsageError(OffloadError, ValueError):
     """A tool (the command line, ``diff_per_node``) was asked for something it cannot do with
     what it was given or what is installed: a missing file, a bad value, an optional dependency
     such as ai-edge-litert not installed. The command line exits 2 on it."""
+
+
+class IncompatibleOptionError(OffloadError, ValueError):
+    """A LiteRT argument or feature that offload cannot honour was asked for (custom op
+    registerers, for one). The message names it and says what to do instead; every such
+    difference from LiteRT is listed in ``offload.interpreter.DIFFERENCES``."""
+
+
+class StandInError(OffloadError, AttributeError):
+    """A program run on offload (``offload run``, ``offload.patch_litert``) used a part of a
+    stand-in module (``tensorflow``, ``tflite_runtime``) that offload does not provide: the
+    ``tensorflow`` stand-in has ``tf.lite``'s interpreter pieces only. The message names the
+    attribute and says how to run the program with the real package."""
+
+
+class StandInImportError(OffloadError, ModuleNotFoundError):
+    """A program run on offload imported a submodule of a stand-in package that offload does
+    not provide (``import tensorflow.keras`` under the ``tensorflow`` stand-in)."""
+
+
+class PartitionCostWarning(UserWarning):
+    """A plan for delegates the program named is fragmented: many small partitions, or
+    boundary copies larger than the work delegated (see ``offload._plan_cost``). Given once per
+    plan, with the figures, the ops that split the graph and the command that shows the plan;
+    ``delegates="auto"`` rejects such plans instead of warning."""

@@ -38,7 +38,7 @@ def check_partitions(
     d = delegate(**options)
     plan = offload.Interpreter(**source, experimental_delegates=[d]).plan()
     sg = plan.subgraph
-    ref = offload.Interpreter(**source, experimental_preserve_all_tensors=True)
+    ref = offload.Interpreter(**source, delegates=[], experimental_preserve_all_tensors=True)
     ref.allocate_tensors()
     rng = np.random.default_rng(seed)
     for det in ref.get_input_details():

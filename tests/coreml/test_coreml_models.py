@@ -59,7 +59,9 @@ def converted_front() -> tuple[Path, list]:
 def test_coremltools_passes_keep_results(converted_front):
     """After ct.convert's MIL passes (float32), the program still matches the CPU reference."""
     path, models = converted_front
-    ref = offload.Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    ref = offload.Interpreter(
+        model_path=str(path), experimental_preserve_all_tensors=True, delegates=[]
+    )
     ref.allocate_tensors()
     det = ref.get_input_details()[0]
     ref.set_tensor(
@@ -123,7 +125,7 @@ def test_float16_program_stays_close():
     checked = check_partitions(path, seed=4)
     (converted,) = checked.programs
     x = np.random.default_rng(4).uniform(-1, 1, (1, 96, 96, 3)).astype(np.float32)
-    want = offload.Interpreter(model_path=str(path))
+    want = offload.Interpreter(model_path=str(path), delegates=[])
     want.allocate_tensors()
     want.set_tensor(want.get_input_details()[0]["index"], x)
     want.invoke()

@@ -201,7 +201,7 @@ def test_a_partition_litert_refuses_falls_back_to_the_cpu(
     with pytest.warns(UserWarning, match="'litert' failed to prepare partition 0.*failing on"):
         interp.allocate_tensors()
     got = run(interp, [X])
-    reference = offload.Interpreter(model_content=_model(), experimental_delegates=[])
+    reference = offload.Interpreter(model_content=_model(), delegates=[])
     reference.allocate_tensors()
     assert_identical(got, run(reference, [X]), "fallback")
     assert interp.delegate_kernels() == {}

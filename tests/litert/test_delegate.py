@@ -192,7 +192,7 @@ def test_a_partition_litert_cannot_load_falls_back(monkeypatch: pytest.MonkeyPat
     interp = offload.Interpreter(model_path=path, experimental_delegates=[LiteRTDelegate()])
     with pytest.warns(UserWarning, match="'litert' failed to prepare partition 0.*LiteRT could"):
         interp.allocate_tensors()
-    cpu = offload.Interpreter(model_path=path, experimental_delegates=[])
+    cpu = offload.Interpreter(model_path=path, delegates=[])
     cpu.allocate_tensors()
     arrays = inputs(cpu, 0)
     assert_identical(run(interp, arrays), run(cpu, arrays), "fallback")
@@ -250,15 +250,32 @@ def test_kernel_reports_its_memory_and_figures() -> None:
     }
 
 
-def test_auto_picks_litert_for_a_real_model() -> None:
-    """delegates='auto' takes litert for a whole face model (one partition, ~5x the CPU
-    reference's speed by its declaration) and keeps the CPU for a graph of two nodes."""
+def test_the_default_runs_a_real_model_on_litert(auto_cache: Path) -> None:
+    """With no delegate named, litert takes a whole face model (LiteRT applies XNNPACK by
+    default; nothing is measured), and delegates=[] keeps the CPU reference alone."""
     path = FACE.get("face_detection_short_range.tflite", MODELS[0])
-    interp = offload.Interpreter(model_path=path, delegates="auto")
-    assert interp.auto_selection["chosen"] == ["litert"]
+    interp = offload.Interpreter(model_path=path)
+    plan = interp.plan()
+    assert [d.name for d in interp.delegates] == ["litert"]
+    assert len(plan.partitions) == 1 and not plan.fallback_nodes()
+    assert interp.delegation_report()["default"]["source"] == "litert"
+    assert offload.Interpreter(model_path=path, delegates=[]).plan().partitions == []
+
+
+def test_auto_measures_litert_and_is_never_slower_than_the_cpu(auto_cache: Path) -> None:
+    """delegates='auto' measures litert among the engines installed here; the choice is one
+    of the accurate candidates and no slower than the CPU reference it measured."""
+    path = FACE.get("face_detection_short_range.tflite", MODELS[0])
+    interp = offload.Interpreter(model_path=path, delegates="auto", auto_budget_s=0.5)
+    interp.allocate_tensors()
+    rows = {c["label"]: c for c in interp.auto_selection["candidates"]}
+    assert rows["litert"]["status"] in ("chosen", "measured")
+    chosen = rows[interp.auto_selection["label"]]
+    assert chosen["median_ms"] <= rows["cpu"]["median_ms"]
     b = ModelBuilder()
     x = b.add_input("x", shape=(1, 4))
     y = b.add_tensor("y", shape=(1, 4))
     b.add_operator("RELU", [x], [y])
     b.add_output(y)
-    assert offload.Interpreter(model_content=b.build(), delegates="auto").delegates == []
+    tiny = offload.Interpreter(model_content=b.build(), delegates="auto", auto_budget_s=0)
+    assert tiny.delegates == []  # two nodes: a partition costs more than it saves

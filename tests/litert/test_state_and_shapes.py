@@ -57,16 +57,18 @@ def test_resized_inputs_reach_litert(kernels: str) -> None:
     assert [p.delegate for p in ours.plan().partitions] == ["litert"]
 
 
-def test_output_arrays_are_reused_between_invokes() -> None:
-    """The kernel copies LiteRT's outputs into arrays it keeps (no allocation per invoke),
-    while what get_tensor returned stays the caller's."""
+def test_outputs_are_new_arrays_the_interpreter_keeps() -> None:
+    """The kernel copies LiteRT's outputs into new arrays each invoke and declares
+    fresh_outputs, so the interpreter takes them without copying them again; what get_tensor
+    returned stays the caller's."""
     content = dynamic_batch_model()
     ours = through_offload("builtin", content=content)
     kernel = next(iter(ours.delegate_kernels().values()))
+    assert kernel.fresh_outputs
     x = np.ones((1, 4), np.float32)
     first = kernel.invoke([x])
     kept = run(ours, [x])[0]
     second = kernel.invoke([2 * x])
-    assert all(a is b for a, b in zip(first, second))
+    assert all(a is not b for a, b in zip(first, second))
     assert not np.array_equal(kept, second[0])
     assert isinstance(ours.delegate_kernels()[0], offload.DelegateKernel)

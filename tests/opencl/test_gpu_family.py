@@ -121,7 +121,9 @@ def run(content: bytes, inputs: list[np.ndarray], **options) -> tuple[list[np.nd
 
 
 def model_inputs(content: bytes) -> list[np.ndarray]:
-    return random_inputs(offload.Interpreter(model_content=content).get_input_details(), seed=3)
+    return random_inputs(
+        offload.Interpreter(model_content=content, delegates=[]).get_input_details(), seed=3
+    )
 
 
 def assert_close(found: list[np.ndarray], expected: list[np.ndarray], tol: float = 1e-4) -> None:
@@ -281,7 +283,7 @@ def test_model_on_the_gpu_family_matches_litert(name: str, units: int | None, mo
 
         monkeypatch.setattr(_kernel, "gemm_chooser", lambda *args: FixedChooser(units))
     path = str(MODELS[name])
-    interp = offload.Interpreter(model_path=path)
+    interp = offload.Interpreter(model_path=path, delegates=[])
     inputs = random_inputs(interp.get_input_details())
     delegate = offload.load_delegate("gpu_opencl", options={"kernel_family": "gpu"})
     interp = offload.Interpreter(model_path=path, delegates=[delegate])

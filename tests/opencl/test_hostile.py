@@ -108,7 +108,7 @@ try:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the restore-to-CPU warning is expected here
         interp = offload.Interpreter(
-            model_path=path, delegates=None if delegates == "cpu" else [delegates]
+            model_path=path, delegates=[] if delegates == "cpu" else [delegates]
         )
         interp.allocate_tensors()
         rng = np.random.default_rng(0)

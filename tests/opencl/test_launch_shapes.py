@@ -103,7 +103,7 @@ def test_row_and_lane_kernels_launch_with_the_family_shapes(family: str) -> None
     items, dimension 0 (channel blocks) wide enough for all 6, rows exact; both agree with
     LiteRT, so the items past the tensor that the rounded-up NDRange adds write nothing."""
     content = depthwise_pool_add()
-    details = offload.Interpreter(model_content=content).get_input_details()
+    details = offload.Interpreter(model_content=content, delegates=[]).get_input_details()
     inputs = random_inputs(details, seed=5)
     found, calls = run(content, inputs, family)
     names = [name for name, _, _ in calls]

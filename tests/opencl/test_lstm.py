@@ -307,7 +307,7 @@ def test_float16_basic_lstm_carries_and_resets_its_dequantized_state() -> None:
     ours = offload.Interpreter(
         model_content=content, delegates=["gpu_opencl"], allow_cpu_fallback=False
     )
-    cpu = offload.Interpreter(model_content=content)
+    cpu = offload.Interpreter(model_content=content, delegates=[])
     for interp in (ours, cpu):
         interp.allocate_tensors()
     lstm = 4  # after the four DEQUANTIZE nodes
@@ -332,7 +332,7 @@ def test_float16_lstm_fixture_state_resets_with_gpu_opencl() -> None:
     if not path.exists():
         pytest.skip("the lstm fixtures are not generated")
     ours = offload.Interpreter(model_path=str(path), delegates=["gpu_opencl"])
-    cpu = offload.Interpreter(model_path=str(path))
+    cpu = offload.Interpreter(model_path=str(path), delegates=[])
     plan = ours.plan()
     nodes = plan.subgraph.nodes
     delegated = {t for p in plan.partitions for n in p.nodes for t in nodes[n].outputs}

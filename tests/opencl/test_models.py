@@ -20,7 +20,7 @@ def references() -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
     """Inputs and LiteRT outputs per model, computed once for both precisions."""
     found = {}
     for name, path in MODELS.items():
-        interp = offload.Interpreter(model_path=str(path))
+        interp = offload.Interpreter(model_path=str(path), delegates=[])
         inputs = random_inputs(interp.get_input_details())
         found[name] = (inputs, run_litert(str(path), inputs))
     return found

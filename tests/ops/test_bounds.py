@@ -72,7 +72,7 @@ def test_mul_add_clamp_as_litert(scale: float, factor: float) -> None:
         rng.integers(-128, 128, (1, 4, 4, 8)).astype(np.int8),
         (rng.standard_normal((1, 4, 4, 8)) * 1e38).astype(np.float32),
     ]
-    ours = offload.Interpreter(model_content=content)
+    ours = offload.Interpreter(model_content=content, delegates=[])
     ours.allocate_tensors()
     for detail, value in zip(ours.get_input_details(), feeds):
         ours.set_tensor(detail["index"], value)

@@ -407,7 +407,7 @@ def test_float_conv_before_a_hybrid_conv_is_bit_exact() -> None:
     ref.set_tensor(ref.get_input_details()[0]["index"], x)
     ref.invoke()
     want = ref.get_tensor(ref.get_output_details()[0]["index"])
-    ours = offload.Interpreter(model_content=content)
+    ours = offload.Interpreter(model_content=content, delegates=[])
     ours.allocate_tensors()
     ours.set_tensor(ours.get_input_details()[0]["index"], x)
     ours.invoke()

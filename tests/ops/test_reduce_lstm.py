@@ -500,7 +500,7 @@ def assert_basic_lstm_matches(content: bytes, invokes: int = 3, feed_back: bool 
     previous step, from LiteRT, fed to both)."""
     assert load_model(model_content=content).main.nodes[0].version == 2
     ref = reference(content)
-    ours = offload.Interpreter(model_content=content)
+    ours = offload.Interpreter(model_content=content, delegates=[])
     ours.allocate_tensors()
     inputs, outputs = ref.get_input_details(), ref.get_output_details()
     feeds = {d["index"]: random_feed(d) for d in inputs}
@@ -554,7 +554,7 @@ def test_basic_lstm_writes_state_inputs_back_like_litert():
     """After a step the new activation and state are also in the state input tensors."""
     content = basic_lstm_model(2, 3, 4, state_inputs=True)
     ref = reference(content)
-    ours = offload.Interpreter(model_content=content)
+    ours = offload.Interpreter(model_content=content, delegates=[])
     ours.allocate_tensors()
     feeds = {d["index"]: random_feed(d) for d in ref.get_input_details()}
     for interp in (ref, ours):
@@ -730,7 +730,7 @@ def test_fixture_lstm_models_match_litert():
     if not fixtures:
         pytest.skip("no LSTM fixture models under tests/fixtures")
     for path in fixtures:
-        ours = offload.Interpreter(model_path=str(path))
+        ours = offload.Interpreter(model_path=str(path), delegates=[])
         ours.allocate_tensors()
         ref = reference(path.read_bytes())
         detail = ref.get_input_details()[0]

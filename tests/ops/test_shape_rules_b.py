@@ -680,7 +680,7 @@ def chain_model() -> bytes:
 def test_interpreter_sizes_a_chain_from_the_rules() -> None:
     """The interpreter accepts shapes declared as the rules compute them, and after a resized
     input re-derives every shape down the chain to what the kernels produce."""
-    interp = Interpreter(model_content=chain_model())
+    interp = Interpreter(model_content=chain_model(), delegates=[])
     interp.allocate_tensors()
     (detail,) = interp.get_input_details()
     out = interp.get_output_details()[0]["index"]

@@ -7,7 +7,7 @@ from typing import Any
 
 from offload.tools._common import fmt_g, format_table, require_extra
 
-__all__ = ["human_bytes", "plot", "print_compare", "print_single"]
+__all__ = ["auto_line", "human_bytes", "plot", "print_compare", "print_single"]
 
 
 def human_bytes(n: int) -> str:
@@ -38,6 +38,21 @@ def plot(rows: list[dict[str, Any]], out: str, title: str) -> None:
     plt.close(fig)
 
 
+def auto_line(auto: dict[str, Any]) -> str:
+    """How long the auto (or default) choice took, and what it was based on."""
+    chosen = ", ".join(auto.get("chosen") or [])
+    if auto.get("from_cache"):
+        how = "remembered decision, nothing timed"
+    elif auto.get("mode") == "measured":
+        how = (
+            f"measured: {fmt_g(auto.get('measure_s') or 0.0)} s of timed runs, "
+            f"{fmt_g(auto.get('prepare_s') or 0.0)} s preparing candidates"
+        )
+    else:
+        how = f"{auto.get('mode')} choice, nothing timed"
+    return f"Choosing ({chosen}): {fmt_g(1e3 * (auto.get('choosing_s') or 0.0))} ms ({how})"
+
+
 def print_single(result: dict[str, Any]) -> None:
     c = result["configs"][0]
     inf, warm, mem = c["inference"], c["warmup"], c["memory"]
@@ -50,6 +65,11 @@ def print_single(result: dict[str, Any]) -> None:
         or "none"
     )
     print(f"Delegates: {used}; CPU reference: {c['cpu_nodes']} nodes")
+    default = c.get("default") or {}
+    if default.get("mode") == "default":
+        print(f"Default delegates: {', '.join(default['applied'])} (from {default['source']})")
+    if "auto" in c:
+        print(auto_line(c["auto"]))
     print(f"Loaded model in {fmt_g(result['model_load_ms'])} ms")
     print(f"Initialized in {fmt_g(c['init_ms'])} ms (interpreter + delegates + allocate_tensors)")
     print(
@@ -125,6 +145,9 @@ def print_compare(result: dict[str, Any]) -> None:
             "  ",
         )
     )
+    for c in result["configs"]:
+        if c.get("available") and "auto" in c:
+            print(f"  {c['name']}: {auto_line(c['auto'])}")
     for c in result["configs"]:
         if not c.get("available"):
             print(f"  {c['name']}: {c['reason']}")

@@ -20,6 +20,7 @@ from offload.errors import DelegateUnavailableError
 from offload.tools._bench_memory import MemoryProbe
 from offload.tools._common import (
     UsageError,
+    interpreter_options,
     latency_stats,
     progress,
     random_inputs,
@@ -70,6 +71,24 @@ class Config:
         )
         if self.device_profile is not None:
             out["device_profile"] = self.device_profile
+        report = it.delegation_report()
+        out["default"] = report["default"]
+        auto = report.get("auto")
+        if auto is not None:
+            # The time spent choosing is part of init_ms; said apart, as the choice is remembered.
+            out["auto"] = {
+                key: auto.get(key)
+                for key in (
+                    "mode",
+                    "chosen",
+                    "reason",
+                    "from_cache",
+                    "choosing_s",
+                    "measure_s",
+                    "prepare_s",
+                    "budget_s",
+                )
+            }
         return out
 
 
@@ -85,7 +104,11 @@ def init_config(
     start_rss = probe.start()
     t0 = time.perf_counter()
     it = Interpreter(
-        model_path=path, delegates=config.delegates, num_threads=args.num_threads, profile=profile
+        model_path=path,
+        delegates=config.delegates,
+        num_threads=args.num_threads,
+        profile=profile,
+        **interpreter_options(args),
     )
     it.allocate_tensors()
     config.init_s = time.perf_counter() - t0
@@ -153,7 +176,10 @@ def compare_configs(args: argparse.Namespace) -> list[Config]:
     configs = []
     for name in dict.fromkeys(names):
         if name == "cpu":
-            configs.append(Config("cpu", None))
+            configs.append(Config("cpu", []))  # the CPU reference alone, said explicitly
+            continue
+        if name in ("auto", "default"):
+            configs.append(Config(name, "auto" if name == "auto" else None))
             continue
         try:
             configs.append(Config(name, [load_delegate(name, options.get(name, {}))]))

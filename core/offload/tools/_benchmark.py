@@ -97,7 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--compare",
         metavar="CONFIGS",
         help="comma-separated configurations run round-robin in one process, e.g. "
-        "cpu,gpu_opencl,dummy ('cpu' = no delegate)",
+        "cpu,gpu_opencl,dummy ('cpu' = the CPU reference alone, 'auto' = the measured choice, "
+        "'default' = offload's default delegates)",
     )
     add_delegate_args(p)
     add_json_arg(p)
@@ -125,8 +126,13 @@ def run(args: argparse.Namespace) -> int:
         configs = compare_configs(args)
     else:
         chosen = interpreter_delegates(args)
-        label = chosen if isinstance(chosen, str) else "+".join(d.name for d in chosen)
-        configs = [Config(label or "cpu", chosen)]
+        if chosen is None:
+            label = "default"
+        elif isinstance(chosen, str):
+            label = chosen
+        else:
+            label = "+".join(d.name for d in chosen) or "cpu"
+        configs = [Config(label, chosen)]
     inputs = None
     for c in configs:
         if c.unavailable:

@@ -2,7 +2,11 @@
 
 The plan is data: it is computed without running anything, so a delegate that is installed
 but unavailable here is still planned (with default options plus any given) and shown as
-unavailable with its reason.
+unavailable with its reason. Two exceptions: ``--delegate auto`` measures the candidate plans
+(or takes the remembered decision) and prints every candidate's figures; with no
+``--delegate``, the plan is that of offload's default delegates (what
+``offload.Interpreter(MODEL)`` runs, chosen without timing), and ``--delegate cpu`` plans the
+CPU reference alone.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from offload._auto import choose_delegates
 from offload._graph import Model
+from offload._interpreter import Interpreter
 from offload._loader import load_model
 from offload._plan import Plan, make_plan
 from offload.errors import OffloadError
 from offload.ops import kernel_class
 from offload.tools._common import (
+    CPU_CHOICE,
     EXIT_FAILED,
     EXIT_OK,
     DelegateChoice,
@@ -27,6 +32,7 @@ from offload.tools._common import (
     add_json_arg,
     build_delegates,
     format_table,
+    interpreter_options,
     print_json,
     requested_delegates,
 )
@@ -56,14 +62,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _choices(args: argparse.Namespace, model: Model) -> tuple[list[DelegateChoice], Any]:
+def _choices(args: argparse.Namespace) -> tuple[list[DelegateChoice], Any, Any]:
+    """The delegates to plan, the auto figures (if any), and which default applied (if any).
+
+    ``--delegate auto`` measures here (or takes the remembered decision); no ``--delegate``
+    shows what ``offload.Interpreter(MODEL)`` would run, which times nothing.
+    """
     pairs = requested_delegates(args)
-    if [n for n, _ in pairs] == ["auto"]:
-        picked, summary = choose_delegates(model)
-        return [DelegateChoice(d.name, d, True) for d in picked], summary
-    if any(n == "auto" for n, _ in pairs):
-        raise UsageError("--delegate auto cannot be combined with other delegates")
-    return build_delegates(pairs, allow_unavailable=True), None
+    names = [n for n, _ in pairs]
+    if names == [CPU_CHOICE]:
+        return [], None, None
+    if names in (["auto"], []):
+        delegates = "auto" if names else None
+        it = Interpreter(model_path=args.model, delegates=delegates, **interpreter_options(args))
+        chosen = [DelegateChoice(d.name, d, True) for d in it.delegates]
+        return chosen, it.auto_selection, None if names else it._selection.describe()
+    if "auto" in names or CPU_CHOICE in names:
+        raise UsageError(
+            "--delegate auto and --delegate cpu cannot be combined with other delegates"
+        )
+    return build_delegates(pairs, allow_unavailable=True), None, None
 
 
 def _missing_cpu_kernels(model: Model, plan: Plan) -> dict[str, str]:
@@ -81,7 +99,11 @@ def _missing_cpu_kernels(model: Model, plan: Plan) -> dict[str, str]:
 
 
 def collect(
-    path: str, model: Model, choices: list[DelegateChoice], auto: Any = None
+    path: str,
+    model: Model,
+    choices: list[DelegateChoice],
+    auto: Any = None,
+    default: Any = None,
 ) -> tuple[dict[str, Any], Plan]:
     """The check report (what ``--json`` prints) and the plan it describes."""
     plan = make_plan(model, model.main, [c.delegate for c in choices])
@@ -149,6 +171,8 @@ def collect(
     }
     if auto is not None:
         report["auto"] = auto
+    if default is not None:
+        report["default"] = default
     return report, plan
 
 
@@ -223,7 +247,13 @@ def print_text(report: dict[str, Any]) -> None:
                     f"    {r['delegate']}: cannot handle {len(r['nodes'])} node(s) "
                     f"[{_ranges(r['nodes'])}]: {r['reason']}"
                 )
-    if "auto" in report:
+    if "default" in report and report["default"]["mode"] == "default":
+        d = report["default"]
+        print(
+            f"\nDefault delegates: {', '.join(d['applied'])} (from {d['source']}): "
+            f"{d.get('reason') or d['why']}"
+        )
+    if "auto" in report and report["auto"].get("mode") != "default":
         _print_auto(report["auto"])
     if report["cpu_missing_kernels"]:
         print("\nThe CPU reference has no kernel for")
@@ -231,39 +261,79 @@ def print_text(report: dict[str, Any]) -> None:
             print(f"  {op}: {reason}")
 
 
+def _ms(value: Any) -> str:
+    return "" if value is None else f"{value:.3g}"
+
+
 def _print_auto(auto: dict[str, Any]) -> None:
-    """The figures behind ``--delegate auto``'s choice (docs/delegate-authors.md, "auto")."""
-    print(f"\nAuto choice: {', '.join(auto['chosen'])} ({auto['rule']})")
-    print(f"  cost = {auto['formula']}")
-    rows: list[list[Any]] = [["cpu", "", "", "", "", "", f"{auto['cpu_cost']:g}"]]
-    skipped = []
-    for entry in auto["considered"]:
-        if "skipped" in entry:
-            skipped.append(f"  {entry['delegate']}: skipped: {entry['skipped']}")
-            continue
+    """The figures behind the auto choice (docs/delegate-authors.md, "auto")."""
+    cache = auto.get("cache") or {}
+    origin = "remembered, no timing" if auto.get("from_cache") else auto.get("mode", "")
+    print(f"\nAuto choice: {', '.join(auto['chosen'])} ({origin})")
+    print(f"  why: {auto['reason']}")
+    if cache.get("status") not in (None, "not used"):
+        detail = f": {cache['detail']}" if cache.get("detail") else ""
+        print(f"  decision cache: {cache['status']}{detail} ({cache.get('path')})")
+    spent = [
+        f"{label} {auto[key]:.3g} s"
+        for key, label in (
+            ("choosing_s", "choosing"),
+            ("measure_s", "timed runs"),
+            ("prepare_s", "preparing"),
+        )
+        if auto.get(key) is not None
+    ]
+    budget = f"budget {auto['budget_s']:g} s" if auto.get("budget_s") is not None else ""
+    print(f"  {', '.join([budget, *spent]) if budget else ', '.join(spent)}")
+    if auto.get("accuracy"):
+        a = auto["accuracy"]
+        print(
+            f"  accuracy policy: floats within {a['float_relative']:g} of max |reference|, "
+            f"quantized outputs within {a['quantized_steps']} step(s)"
+        )
+    rows: list[list[Any]] = []
+    for c in auto.get("candidates", []):
         rows.append(
             [
-                entry["delegate"],
-                entry["delegated_nodes"],
-                entry["partitions"],
-                entry["cpu_nodes"],
-                f"{entry['expected_speedup']:g}",
-                f"{entry['partition_overhead']:g}",
-                f"{entry['cost']:g}",
+                c["label"],
+                c.get("partitions", ""),
+                c.get("delegated_nodes", ""),
+                c.get("cpu_nodes", ""),
+                f"{c['static_cost']:.4g}" if c.get("static_cost") is not None else "",
+                _ms(c.get("prepare_ms")),
+                _ms(c.get("median_ms")),
+                f"{_ms(c.get('min_ms'))}-{_ms(c.get('max_ms'))}" if c.get("runs") else "",
+                c.get("runs", ""),
+                c["status"],
             ]
         )
-    headers = ["plan", "delegated", "partitions", "cpu nodes", "speedup", "overhead", "cost"]
-    print(format_table(headers, rows, "  "))
-    if skipped:
-        print("\n".join(skipped))
+    headers = [
+        "plan",
+        "partitions",
+        "delegated",
+        "cpu nodes",
+        "static cost",
+        "prepare ms",
+        "median ms",
+        "spread ms",
+        "runs",
+        "status",
+    ]
+    if rows:
+        print(format_table(headers, rows, "  "))
+    for c in auto.get("candidates", []):
+        if c.get("reason") and c["status"] != "chosen":
+            print(f"  {c['label']}: {c['status']}: {c['reason']}")
+    for entry in auto.get("skipped", []):
+        print(f"  {entry['delegate']}: not a candidate: {entry['reason']}")
 
 
 def run(args: argparse.Namespace) -> int:
     if not Path(args.model).is_file():
         raise UsageError(f"model {args.model!r}: no such file")
     model = load_model(model_path=args.model)
-    choices, auto = _choices(args, model)
-    report, plan = collect(args.model, model, choices, auto)
+    choices, auto, default = _choices(args)
+    report, plan = collect(args.model, model, choices, auto, default)
     unavailable = {
         n: d["reason"] for n, d in report["plan"]["delegates"].items() if not d["available"]
     }
@@ -280,8 +350,9 @@ def run(args: argparse.Namespace) -> int:
         for kind in ("html", "svg"):
             if kind in report:
                 print(f"\nwrote {report[kind]}")
+    asked = bool(choices) and default is None  # the default's choice was not asked for
     if args.strict and (
-        (choices and report["plan"]["cpu"]["nodes"]) or report["cpu_missing_kernels"]
+        (asked and report["plan"]["cpu"]["nodes"]) or report["cpu_missing_kernels"]
     ):
         return EXIT_FAILED
     return EXIT_OK

@@ -28,6 +28,7 @@ from offload.tools._common import (
     add_json_arg,
     fmt_g,
     interpreter_delegates,
+    interpreter_options,
     latency_stats,
     print_json,
     progress,
@@ -195,7 +196,10 @@ def evaluate(args: argparse.Namespace, show: bool) -> dict[str, Any]:
         )
     truth = _ground_truth(args, len(images))
     it = Interpreter(
-        model_path=str(graph), delegates=interpreter_delegates(args), num_threads=args.num_threads
+        model_path=str(graph),
+        delegates=interpreter_delegates(args),
+        num_threads=args.num_threads,
+        **interpreter_options(args),
     )
     it.allocate_tensors()
     inp = it.get_input_details()[0]

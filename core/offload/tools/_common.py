@@ -38,6 +38,8 @@ __all__ = [
     "add_delegate_args",
     "add_json_arg",
     "requested_delegates",
+    "interpreter_options",
+    "CPU_CHOICE",
     "build_delegates",
     "require_extra",
     "progress",
@@ -50,6 +52,9 @@ __all__ = [
     "INPUT_KINDS",
     "input_arrays",
 ]
+
+# ``--delegate cpu``: the CPU reference alone (as ``--compare cpu``), not a delegate's name.
+CPU_CHOICE = "cpu"
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -77,11 +82,38 @@ def add_delegate_args(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="an installed delegate to use, in priority order (repeatable); 'auto' picks by the "
-        "capability matrix",
+        help="an installed delegate to use, in priority order (repeatable); 'auto' measures the "
+        "candidate plans here and keeps the fastest (remembered); 'cpu' the CPU reference "
+        "alone; none: offload's default delegates, as offload.Interpreter(model_path) applies "
+        "them (a remembered auto choice, else litert where installed)",
+    )
+    parser.add_argument(
+        "--auto_budget_s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds of timed runs 'auto' may spend choosing (default 2; 0: the static rule); "
+        "part of a remembered decision's key",
+    )
+    parser.add_argument(
+        "--clear_auto_cache",
+        action="store_true",
+        help="forget every remembered auto decision first, so this run measures again",
     )
     options = {record.name: record.cls.Options for record in list_delegates()}
     add_provider_flags(parser, delegate_providers(), options)
+
+
+def interpreter_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Interpreter keywords the auto flags ask for; ``--clear_auto_cache`` acts here."""
+    if getattr(args, "clear_auto_cache", False):
+        from offload._auto_cache import clear_auto_cache
+
+        clear_auto_cache()
+    budget = getattr(args, "auto_budget_s", None)
+    if budget is not None and not budget >= 0:
+        raise UsageError(f"--auto_budget_s must be a number of seconds >= 0, found {budget}")
+    return {} if budget is None else {"auto_budget_s": budget}
 
 
 def requested_delegates(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
@@ -152,11 +184,19 @@ def build_delegates(
     return choices
 
 
-def interpreter_delegates(args: argparse.Namespace) -> str | list[Delegate]:
-    """What to pass as ``Interpreter(delegates=...)`` for the parsed flags."""
+def interpreter_delegates(args: argparse.Namespace) -> str | list[Delegate] | None:
+    """What to pass as ``Interpreter(delegates=...)`` for the parsed flags: ``"auto"``, ``[]``
+    for ``--delegate cpu``, None (offload's default) when nothing is named, else the delegates."""
     pairs = requested_delegates(args)
-    if [n for n, _ in pairs] == ["auto"]:
+    names = [n for n, _ in pairs]
+    if names == ["auto"]:
         return "auto"
+    if names == [CPU_CHOICE]:
+        return []
+    if not pairs:
+        return None
+    if CPU_CHOICE in names or "auto" in names:
+        raise UsageError("--delegate auto and --delegate cpu each stand alone")
     return [c.delegate for c in build_delegates(pairs)]
 
 

@@ -39,6 +39,7 @@ from offload.tools._common import (
     build_delegates,
     fmt_g,
     interpreter_delegates,
+    interpreter_options,
     latency_stats,
     print_json,
     progress,
@@ -136,9 +137,12 @@ def evaluate(
     seed: int,
     num_threads: int | None = None,
     show: bool = False,
+    interpreter: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    reference = Interpreter(model_path=path, num_threads=num_threads)
-    test = Interpreter(model_path=path, delegates=delegates, num_threads=num_threads)
+    reference = Interpreter(model_path=path, num_threads=num_threads, delegates=[])
+    test = Interpreter(
+        model_path=path, delegates=delegates, num_threads=num_threads, **(interpreter or {})
+    )
     reference.allocate_tensors()
     test.allocate_tensors()
     rng = np.random.default_rng(seed)
@@ -274,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
         args.seed,
         args.num_threads,
         show=not args.json,
+        interpreter=interpreter_options(args),
     )
     exceeded = args.max_avg_error is not None and any(
         o["avg_error"] > args.max_avg_error for o in result["outputs"]

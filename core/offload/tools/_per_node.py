@@ -330,7 +330,7 @@ def _run_offload(
     if isinstance(config, Delegate):
         delegates: Any = [config]
     elif config == CPU:
-        delegates = None
+        delegates = []  # the CPU reference alone, not offload's default delegates
     else:
         delegates = config  # a name, a path, "auto", or Delegate objects
     it = Interpreter(

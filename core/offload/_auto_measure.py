@@ -1,0 +1,384 @@
+"""Measuring candidate plans for ``delegates="auto"``: inputs, the accuracy policy, timing.
+
+The protocol, so that a choice can be explained and its cost bounded:
+
+1. **Inputs** are seeded (the same for every candidate): floats uniform in [-1, 1),
+   quantized integers that draw quantized with the input's own scale, other integers in
+   0..3 (safe as indices and sizes), booleans at random.
+2. **The CPU reference runs first**: it is the oracle the others are checked against, and a
+   candidate like any other. Its first run's outputs are the expected ones.
+3. **Each other candidate** is prepared (its ``allocate_tensors``: exports, compiles, weight
+   transforms), which is timed but not charged to the budget, then run once from a fresh
+   state on the same inputs, and once more: the first run is the accuracy check (see
+   :class:`AccuracyPolicy`), neither is timed. A candidate that fails to prepare or invoke, or
+   hands a partition back to the CPU meanwhile, is dropped with the reason.
+4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs
+   each after a short pause, a new order each round, so a slow phase of the machine falls on
+   all of them alike. A candidate whose fastest of at
+   least 3 runs took :data:`DROP_FACTOR` times the best median so far stops being timed.
+   Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a round that would
+   overrun the budget.
+5. **The budget** covers the runs (warm-up runs included), not the preparations; a candidate
+   whose turn comes after the budget is spent is not prepared at all and is reported as
+   "not measured". A run in progress is never interrupted, so the budget can be overrun by
+   the warm-up runs of the last candidate started (timed rounds are sized to fit).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from offload._executor import Executor
+
+if TYPE_CHECKING:
+    from offload._delegate import Delegate
+    from offload._graph import Subgraph
+    from offload._plan import Plan
+
+__all__ = [
+    "AccuracyPolicy",
+    "DROP_FACTOR",
+    "MAX_RUNS",
+    "WARMUP_RUNS",
+    "Trial",
+    "Unmeasurable",
+    "measure",
+    "seeded_inputs",
+]
+
+MAX_RUNS = 15
+DROP_FACTOR = 1.5
+# Engines warm up over a few runs (OpenVINO's first runs take 2x its steady time): one run
+# after the checked first one is not timed either.
+WARMUP_RUNS = 2
+# Each round times a block of runs per candidate (fewer when the budget is short).
+BLOCK_RUNS = 3
+SWITCH_PAUSE_S = 0.001
+
+
+class Unmeasurable(Exception):
+    """Why no candidate can be measured (the model's inputs, or the reference failing)."""
+
+
+@dataclass(frozen=True)
+class AccuracyPolicy:
+    """When a candidate's outputs agree with the CPU reference's.
+
+    Without precision loss: float outputs within ``1e-4`` of the reference's largest magnitude
+    (max |a - b| <= 1e-4 max |ref|, the tolerance the tests hold every delegate to), quantized
+    outputs within 1 quantization step, other integers and booleans equal. Float outputs that
+    dequantize an integer tensor are judged in that tensor's steps. With precision loss
+    allowed: ``1e-2`` and 4 steps (float16 storage and arithmetic, float views of quantized
+    models). NaN must be NaN where the reference has it, infinities equal.
+    """
+
+    precision_loss_allowed: bool = False
+
+    @property
+    def float_rel(self) -> float:
+        return 1e-2 if self.precision_loss_allowed else 1e-4
+
+    @property
+    def steps(self) -> int:
+        return 4 if self.precision_loss_allowed else 1
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "precision_loss_allowed": self.precision_loss_allowed,
+            "float_relative": self.float_rel,
+            "quantized_steps": self.steps,
+        }
+
+    def check(
+        self, subgraph: Subgraph, found: Sequence[np.ndarray], expected: Sequence[np.ndarray]
+    ) -> str | None:
+        """None if every output agrees, else the first disagreement, with both sides."""
+        producers = subgraph.producers()
+        for t, a, b in zip(subgraph.outputs, found, expected):
+            why = self._output(subgraph, producers, t, a, b)
+            if why:
+                return f"output {t} ({subgraph.tensors[t].name!r}): {why}"
+        return None
+
+    def _output(
+        self,
+        subgraph: Subgraph,
+        producers: dict[int, int],
+        t: int,
+        a: np.ndarray,
+        b: np.ndarray,
+    ) -> str | None:
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"{a.dtype}{list(a.shape)} where the reference has {b.dtype}{list(b.shape)}"
+        if a.dtype.kind in "OSUb":
+            return None if np.array_equal(a, b) else "differs (values must be equal)"
+        if a.dtype.kind in "iu":
+            q = subgraph.tensors[t].quantization
+            limit = self.steps if q is not None and q.scale.size and q.scale.max() > 0 else 0
+            if not a.size:
+                return None
+            worst = int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64))))
+            if worst > limit:
+                kind = f"{limit} step(s)" if limit else "equal values (not quantized)"
+                return f"differs by up to {worst} step(s); the policy allows {kind}"
+            return None
+        return self._float(subgraph, producers, t, a.astype(np.float64), b.astype(np.float64))
+
+    def _float(
+        self, subgraph: Subgraph, producers: dict[int, int], t: int, a: np.ndarray, b: np.ndarray
+    ) -> str | None:
+        nan_a, nan_b = np.isnan(a), np.isnan(b)
+        if not np.array_equal(nan_a, nan_b):
+            return "NaN where the reference has a number, or the reverse"
+        inf = np.isinf(b) | np.isinf(a)
+        if not np.array_equal(a[inf], b[inf]):
+            return "an infinity where the reference differs"
+        finite = ~(nan_b | inf)
+        if not finite.any():
+            return None
+        diff = float(np.max(np.abs(a[finite] - b[finite])))
+        scale = _dequantized_scale(subgraph, producers, t)
+        if scale:
+            steps = diff / scale
+            if steps > self.steps + 1e-3:  # float rounding of the dequantized values
+                return (
+                    f"differs by {steps:.2f} steps of the integer tensor it dequantizes; the "
+                    f"policy allows {self.steps}"
+                )
+            return None
+        peak = float(np.max(np.abs(b[finite])))
+        limit = self.float_rel * peak if peak > 0 else self.float_rel
+        if diff > limit:
+            rel = diff / peak if peak > 0 else diff
+            return (
+                f"max |a - b| = {diff:.3g} ({rel:.2e} of max |reference| = {peak:.3g}); the "
+                f"policy allows {self.float_rel:g}"
+            )
+        return None
+
+
+def _dequantized_scale(subgraph: Subgraph, producers: dict[int, int], t: int) -> float:
+    """The step of the integer tensor a DEQUANTIZE output ``t`` is made from, else 0."""
+    node = subgraph.nodes[producers[t]] if t in producers else None
+    if node is None or node.op != "DEQUANTIZE" or not node.inputs or node.inputs[0] < 0:
+        return 0.0
+    source = subgraph.tensors[node.inputs[0]]
+    q = source.quantization
+    if source.dtype.kind not in "iu" or q is None or not q.scale.size:
+        return 0.0
+    return float(np.max(q.scale))
+
+
+def seeded_inputs(subgraph: Subgraph, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    """The same inputs for every candidate (see the module's protocol)."""
+    rng = np.random.default_rng(0)
+    arrays = []
+    for i in subgraph.inputs:
+        t = subgraph.tensors[i]
+        shape, dtype = tuple(shapes[i]), t.dtype
+        if dtype.kind == "f":
+            arrays.append(rng.uniform(-1.0, 1.0, shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.random(shape) > 0.5)
+        elif dtype.kind in "iu":
+            q = t.quantization
+            if q is not None and q.scale.size == 1 and q.scale[0] > 0:
+                info = np.iinfo(dtype)
+                zero = int(q.zero_point[0]) if q.zero_point.size else 0
+                values = np.round(rng.uniform(-1.0, 1.0, shape) / q.scale[0]) + zero
+                arrays.append(np.clip(values, info.min, info.max).astype(dtype))
+            else:
+                arrays.append(rng.integers(0, 4, shape).astype(dtype))
+        else:
+            raise Unmeasurable(
+                f"input {i} ({t.name!r}) is a {dtype} tensor, which auto cannot fill with "
+                "seeded values"
+            )
+    return arrays
+
+
+@dataclass
+class Trial:
+    """One candidate being measured, and what became of it."""
+
+    label: str
+    delegates: list[Delegate]
+    plan: Plan | None = None
+    status: str = "waiting"  # measuring, chosen, measured, dropped, failed, inaccurate, ...
+    reason: str = ""
+    prepare_s: float | None = None
+    first_s: float | None = None
+    times: list[float] = field(default_factory=list)
+    executor: Executor | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float | None:
+        if self.times:
+            return statistics.median(self.times)
+        return self.first_s
+
+    def release(self) -> None:
+        self.executor = None
+
+    def timing(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "prepare_ms": None if self.prepare_s is None else 1e3 * self.prepare_s,
+            "first_ms": None if self.first_s is None else 1e3 * self.first_s,
+            "runs": len(self.times),
+        }
+        median = self.median_s
+        out["median_ms"] = None if median is None else 1e3 * median
+        if self.times:
+            out["min_ms"] = 1e3 * min(self.times)
+            out["max_ms"] = 1e3 * max(self.times)
+        return out
+
+
+def _failure(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _run(executor: Executor, inputs: Sequence[np.ndarray]) -> tuple[float, list[np.ndarray]]:
+    """One inference as a user runs it: set the inputs, invoke, copy the outputs out."""
+    sg = executor.subgraph
+    start = time.perf_counter()
+    for i, value in zip(sg.inputs, inputs):
+        buf = executor.buffers[i]
+        if buf is None or buf.shape != value.shape or not buf.flags.writeable:
+            executor.buffers[i] = np.array(value, copy=True)
+        else:
+            np.copyto(buf, value)
+    executor.invoke()
+    outputs = [np.array(executor.buffers[o], copy=True) for o in sg.outputs]
+    return time.perf_counter() - start, outputs
+
+
+def _restored(executor: Executor) -> str:
+    return "; ".join(executor.restored.values())
+
+
+def measure(
+    reference: Trial,
+    others: Sequence[Trial],
+    make_executor: Callable[[Trial], Executor],
+    inputs: Sequence[np.ndarray],
+    budget_s: float,
+    policy: AccuracyPolicy,
+) -> float:
+    """Measure ``reference`` then ``others`` by the module's protocol; returns the seconds the
+    runs took (what the budget bounds). Each trial ends with a status and reason; the ones still
+    "measuring" at the end are the accurate, measured candidates, executors kept."""
+    spent = 0.0
+
+    def first_run(trial: Trial) -> list[np.ndarray] | None:
+        nonlocal spent
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                start = time.perf_counter()
+                executor = make_executor(trial)
+                executor.allocate()
+                trial.prepare_s = time.perf_counter() - start
+                if executor.restored:
+                    raise _Dropped(f"failed to prepare: {_restored(executor)}")
+                elapsed, outputs = _run(executor, inputs)
+                spent += elapsed
+                trial.first_s = elapsed
+                for _ in range(WARMUP_RUNS - 1):
+                    spent += _run(executor, inputs)[0]
+                if executor.restored:
+                    raise _Dropped(f"failed in invoke: {_restored(executor)}")
+            except _Dropped as exc:
+                trial.status, trial.reason = "failed", str(exc)
+                return None
+            except Exception as exc:  # a candidate must never take auto down
+                stage = "prepare" if trial.prepare_s is None else "invoke"
+                trial.status, trial.reason = "failed", f"failed to {stage}: {_failure(exc)}"
+                return None
+            finally:
+                trial.notes.extend(str(w.message) for w in caught)
+        trial.executor = executor
+        trial.status = "measuring"
+        return outputs
+
+    expected = first_run(reference)
+    if expected is None:
+        raise Unmeasurable(f"the CPU reference could not run the model: {reference.reason}")
+    for trial in others:
+        if spent >= budget_s:
+            trial.status = "not measured"
+            trial.reason = f"the budget ({budget_s:g} s) was spent before its turn"
+            continue
+        found = first_run(trial)
+        if found is None:
+            trial.release()
+            continue
+        why = policy.check(reference.executor.subgraph, found, expected)  # type: ignore[union-attr]
+        if why:
+            trial.status, trial.reason = "inaccurate", why
+            trial.release()
+
+    live = [t for t in (reference, *others) if t.status == "measuring"]
+    rounds = 0
+    while live:
+        if all(len(t.times) >= MAX_RUNS for t in live):
+            break
+        estimate = sum(t.median_s or 0.0 for t in live)
+        block = next((b for b in (BLOCK_RUNS, 1) if spent + b * estimate <= budget_s), 0)
+        if not block:
+            break
+        order = live[rounds % len(live) :] + live[: rounds % len(live)]
+        for trial in order:
+            # Engines with thread pools (PoCL, OpenVINO) keep their threads spinning a moment
+            # after a run: a pause lets them stop before another candidate is timed.
+            time.sleep(SWITCH_PAUSE_S)
+            for _ in range(block):
+                if trial.status == "measuring":
+                    spent += _timed(trial, inputs)
+        rounds += 1
+        live = [t for t in live if t.status == "measuring"]
+        best = min((t.median_s for t in live if t.median_s is not None), default=None)
+        for trial in live:
+            if best and len(trial.times) >= 3 and min(trial.times) > DROP_FACTOR * best:
+                trial.status = "measured"
+                trial.reason = (
+                    f"stopped after {len(trial.times)} runs: its fastest run took more than "
+                    f"{DROP_FACTOR:g}x the best median"
+                )
+        live = [t for t in live if t.status == "measuring"]
+    for trial in (reference, *others):
+        if trial.status == "failed":
+            trial.release()
+    return spent
+
+
+def _timed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:
+    """One timed run of a measuring trial; a failure ends its measuring, with the reason."""
+    executor = trial.executor
+    assert executor is not None
+    elapsed = 0.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            elapsed, _ = _run(executor, inputs)
+        except Exception as exc:
+            trial.status, trial.reason = "failed", f"failed in invoke: {_failure(exc)}"
+        trial.notes.extend(str(w.message) for w in caught)
+    if trial.status == "measuring" and executor.restored:
+        trial.status, trial.reason = "failed", f"failed in invoke: {_restored(executor)}"
+    if trial.status == "measuring":
+        trial.times.append(elapsed)
+    return elapsed
+
+
+class _Dropped(Exception):
+    pass

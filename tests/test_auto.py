@@ -1,0 +1,269 @@
+"""delegates="auto" measures candidate plans and keeps the fastest that agrees with the CPU
+reference; failures are dropped with their reason, never raised; the budget bounds it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import offload
+from offload import _auto_measure
+from offload._auto_measure import AccuracyPolicy
+from offload.model.builder import ModelBuilder
+from tests._auto_fakes import (
+    ADD_ONLY,
+    BROKEN,
+    FAST,
+    FLAKY,
+    INITS,
+    SLOW,
+    WRONG,
+    chain_model,
+    install,
+    slow_reference,
+)
+
+
+def _rows(interp: offload.Interpreter) -> dict[str, dict]:
+    return {c["label"]: c for c in interp.auto_selection["candidates"]}
+
+
+def _outputs(interp: offload.Interpreter, x: np.ndarray) -> np.ndarray:
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], x)
+    interp.invoke()
+    return interp.get_tensor(interp.get_output_details()[0]["index"])
+
+
+X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16)
+
+
+def test_keeps_the_fastest_accurate_candidate_and_drops_the_rest_with_reasons(
+    monkeypatch,
+    auto_cache,
+):
+    """The fastest accurate candidate wins; failing, inaccurate and slow ones are reported."""
+    install(monkeypatch, FAST, SLOW, WRONG, BROKEN, FLAKY)
+    slow_reference(monkeypatch)
+    content = chain_model()
+    interp = offload.Interpreter(model_content=content, delegates="auto")
+    got = _outputs(interp, X)
+    auto = interp.auto_selection
+    assert auto["mode"] == "measured" and auto["chosen"] == ["fast"]
+    rows = _rows(interp)
+    assert rows["fast"]["status"] == "chosen" and rows["fast"]["runs"] >= 3
+    assert rows["wrong"]["status"] == "inaccurate" and "max |a - b|" in rows["wrong"]["reason"]
+    assert rows["broken"]["status"] == "failed"
+    assert "failed to prepare" in rows["broken"]["reason"]
+    assert "no device today" in rows["broken"]["reason"]
+    assert rows["flaky"]["status"] == "failed" and "lost the device" in rows["flaky"]["reason"]
+    assert rows["slow"]["median_ms"] > rows["fast"]["median_ms"]
+    assert rows["cpu"]["median_ms"] is not None
+    assert [d.name for d in interp.delegates] == ["fast"]
+    want = _outputs(offload.Interpreter(model_content=content, delegates=[]), X)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert interp.delegation_report()["auto"] is auto
+
+
+def test_every_candidate_failing_leaves_the_cpu_reference(monkeypatch, auto_cache):
+    """Bad candidates never raise: auto still returns a working plan, the CPU reference."""
+    install(monkeypatch, BROKEN, FLAKY, WRONG)
+    content = chain_model()
+    interp = offload.Interpreter(model_content=content, delegates="auto")
+    got = _outputs(interp, X)
+    assert interp.auto_selection["chosen"] == ["cpu"] and interp.delegates == []
+    assert interp.plan().partitions == []
+    want = _outputs(offload.Interpreter(model_content=content, delegates=[]), X)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_never_slower_than_the_cpu_reference(monkeypatch, auto_cache):
+    """A candidate slower than the CPU reference is measured and not kept."""
+    install(monkeypatch, SLOW)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    interp.allocate_tensors()
+    assert interp.auto_selection["chosen"] == ["cpu"]
+    assert _rows(interp)["slow"]["status"] == "measured"
+
+
+def test_the_winner_is_prepared_once(monkeypatch, auto_cache):
+    """The measured winner's prepared kernels are the interpreter's: nothing is prepared twice."""
+    install(monkeypatch, FAST)
+    slow_reference(monkeypatch)
+    INITS.clear()
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    interp.allocate_tensors()
+    interp.allocate_tensors()
+    assert interp.auto_selection["chosen"] == ["fast"]
+    assert INITS["FakeKernel"] == 1
+
+
+def test_state_and_inputs_start_fresh_after_measuring(monkeypatch, auto_cache):
+    """Inputs the program set before allocate_tensors survive the choice; others read zeros."""
+    install(monkeypatch, FAST)
+    slow_reference(monkeypatch)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    index = interp.get_input_details()[0]["index"]
+    interp.set_tensor(index, X)
+    interp.allocate_tensors()
+    np.testing.assert_array_equal(interp.get_tensor(index), X)
+    other = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_cache_dir=False)
+    other.allocate_tensors()
+    assert not other.get_tensor(index).any()
+
+
+def test_budget_bounds_the_timed_runs(monkeypatch, auto_cache):
+    """The timed runs stay within the budget (to within one candidate's warm-up), and a
+    candidate whose turn comes after the budget is spent is not measured at all."""
+    install(monkeypatch, SLOW, FAST)
+    slow_reference(monkeypatch, delay_s=0.03)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0.05)
+    interp.allocate_tensors()
+    auto = interp.auto_selection
+    rows = _rows(interp)
+    assert auto["budget_s"] == 0.05
+    # The reference's two warm-up runs (0.06 s) spend the budget: nobody else is timed.
+    assert rows["fast"]["status"] == rows["slow"]["status"] == "not measured"
+    assert "budget" in rows["fast"]["reason"] and "prepare_ms" not in rows["fast"]
+    assert auto["measure_s"] < 0.05 + 2 * 0.03 + 0.1  # the reference's warm-up, and slack
+    assert auto["chosen"] == ["cpu"]
+
+    roomy = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0.5)
+    roomy.allocate_tensors()
+    spent = roomy.auto_selection["measure_s"]
+    # Past the budget by at most one warm-up of the slow candidate (two 20 ms runs), and what
+    # a loaded machine adds to runs the rounds were sized by.
+    assert spent <= 0.5 + 2 * 0.02 + 0.1
+    assert _rows(roomy)["slow"]["runs"] >= 1
+
+
+def test_budget_zero_is_the_static_rule(monkeypatch, auto_cache):
+    """auto_budget_s=0 times nothing and stores nothing: the static cost rule decides."""
+    install(monkeypatch, FAST, BROKEN)
+    INITS.clear()
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0)
+    assert interp.auto_selection["mode"] == "static"
+    # 12 nodes: CPU 12, fast 12/2 + 1 = 7; broken has the same figures, and ties keep the first.
+    assert interp.auto_selection["chosen"] == ["fast"]
+    assert all("median_ms" not in c for c in interp.auto_selection["candidates"])
+    assert INITS["FakeKernel"] == 0
+    assert not auto_cache.exists() or not list(auto_cache.glob("*.decision"))
+
+
+def test_budget_from_the_environment(monkeypatch, auto_cache):
+    """$OFFLOAD_AUTO_BUDGET_S sets the budget when the program does not; bad values raise."""
+    install(monkeypatch, FAST)
+    monkeypatch.setenv("OFFLOAD_AUTO_BUDGET_S", "0")
+    assert (
+        offload.Interpreter(model_content=chain_model(), delegates="auto").auto_selection["mode"]
+        == "static"
+    )
+    monkeypatch.setenv("OFFLOAD_AUTO_BUDGET_S", "soon")
+    with pytest.raises(ValueError, match="OFFLOAD_AUTO_BUDGET_S"):
+        offload.Interpreter(model_content=chain_model(), delegates="auto")
+    with pytest.raises(ValueError, match="auto_budget_s"):
+        offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=-1)
+
+
+def test_fragmented_plans_are_rejected_without_timing(monkeypatch, auto_cache):
+    """A plan of more than 8 partitions is rejected before timing, with the figures."""
+    install(monkeypatch, ADD_ONLY)
+    content = chain_model(("ADD", "TANH") * 10)
+    interp = offload.Interpreter(model_content=content, delegates="auto")
+    interp.allocate_tensors()
+    row = _rows(interp)["addonly"]
+    assert row["status"] == "rejected"
+    assert "10 partitions for 20 nodes" in row["reason"] and "prepare_ms" not in row
+    assert interp.auto_selection["chosen"] == ["cpu"]
+
+
+def test_pairs_are_candidates_when_the_first_leaves_nodes_the_second_takes(
+    monkeypatch,
+    auto_cache,
+):
+    """[addonly, fast] is planned: addonly leaves the MULs, which fast takes."""
+    install(monkeypatch, ADD_ONLY, FAST)
+    content = chain_model(("ADD",) * 6 + ("MUL",) * 2)
+    interp = offload.Interpreter(model_content=content, delegates="auto", auto_budget_s=0.2)
+    interp.allocate_tensors()
+    rows = _rows(interp)
+    assert rows["addonly+fast"]["delegates"] == ["addonly", "fast"]
+    assert rows["addonly+fast"]["partitions"] == 2
+
+
+def test_auto_and_experimental_delegates_do_not_mix():
+    """'auto' chooses the delegates itself: naming others too is an error, not a guess."""
+    dummy = offload.load_delegate("dummy")
+    with pytest.raises(ValueError, match="not both"):
+        offload.Interpreter(
+            model_content=chain_model(), delegates="auto", experimental_delegates=[dummy]
+        )
+
+
+def test_strict_mode_rejects_plans_that_leave_cpu_nodes(monkeypatch, auto_cache):
+    """With allow_cpu_fallback=False a candidate leaving nodes on the CPU is rejected."""
+    install(monkeypatch, ADD_ONLY)
+    content = chain_model(("ADD", "MUL"))
+    interp = offload.Interpreter(model_content=content, delegates="auto", allow_cpu_fallback=False)
+    interp.allocate_tensors()
+    row = _rows(interp)["addonly"]
+    assert row["status"] == "rejected" and "allow_cpu_fallback=False" in row["reason"]
+
+
+# -- the accuracy policy --------------------------------------------------------------------
+
+
+def _subgraph(dtype: str, scale: float | None, dequantized: bool = False) -> offload.Subgraph:
+    b = ModelBuilder()
+    quant = (scale, 0) if scale else None
+    x = b.add_input("x", shape=(4,), dtype=dtype, quantization=quant)
+    if dequantized:
+        y = b.add_tensor("y", shape=(4,), dtype="float32")
+        b.add_operator("DEQUANTIZE", inputs=[x], outputs=[y])
+    else:
+        y = b.add_tensor("y", shape=(4,), dtype=dtype, quantization=quant)
+        b.add_operator("RELU", inputs=[x], outputs=[y])
+    b.add_output(y)
+    return offload.load_model(model_content=b.build()).main
+
+
+def test_policy_floats_within_1e_4_of_the_largest_magnitude():
+    """Floats: 1e-4 of max |reference| (1e-2 with precision loss); NaN must match NaN."""
+    sg = _subgraph("float32", None)
+    ref = np.array([1.0, -2.0, 0.5, 0.0])
+    strict, lossy = AccuracyPolicy(), AccuracyPolicy(precision_loss_allowed=True)
+    assert strict.check(sg, [ref + 1e-4], [ref]) is None
+    assert "policy allows 0.0001" in strict.check(sg, [ref + 1e-3], [ref])
+    assert lossy.check(sg, [ref + 1e-2], [ref]) is None
+    nan = ref.copy()
+    nan[0] = np.nan
+    assert "NaN" in strict.check(sg, [ref], [nan])
+    assert strict.check(sg, [nan], [nan]) is None
+
+
+def test_policy_quantized_outputs_within_one_step():
+    """Quantized integers: 1 step (4 with precision loss); plain integers must be equal;
+    a float that dequantizes an integer tensor is judged in that tensor's steps."""
+    q = _subgraph("int8", 0.5)
+    ref = np.array([1, -2, 3, 0], np.int8)
+    assert AccuracyPolicy().check(q, [ref + np.int8(1)], [ref]) is None
+    assert "2 step" in AccuracyPolicy().check(q, [ref + np.int8(2)], [ref])
+    assert AccuracyPolicy(True).check(q, [ref + np.int8(4)], [ref]) is None
+    plain = _subgraph("int32", None)
+    ref32 = ref.astype(np.int32)
+    assert "not quantized" in AccuracyPolicy().check(plain, [ref32 + 1], [ref32])
+    deq = _subgraph("int8", 0.25, dequantized=True)
+    floats = np.array([0.25, -0.5, 1.0, 0.0], np.float32)
+    assert AccuracyPolicy().check(deq, [floats + np.float32(0.25)], [floats]) is None
+    assert "steps of the integer tensor" in AccuracyPolicy().check(
+        deq, [floats + np.float32(0.75)], [floats]
+    )
+
+
+def test_seeded_inputs_are_the_same_for_every_candidate():
+    """Every candidate gets the same inputs: floats in [-1, 1), integers 0..3."""
+    sg = offload.load_model(model_content=chain_model()).main
+    shapes = [t.shape for t in sg.tensors]
+    a, b = _auto_measure.seeded_inputs(sg, shapes), _auto_measure.seeded_inputs(sg, shapes)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[0].dtype == np.float32 and -1 <= a[0].min() and a[0].max() < 1

@@ -496,7 +496,12 @@ def _measured_selection(
     memo: dict[str, Any],
 ) -> Selection:
     reference, trials = plan_trials(model, delegates, settings)
-    candidates = [t for t in trials if t.status != "rejected"]
+    # The most promising first by the static estimate: when the budget runs out on a large
+    # model, the candidates left unmeasured are the least likely to have won.
+    candidates = sorted(
+        (t for t in trials if t.status != "rejected" and t.plan is not None),
+        key=lambda t: _static_cost(t.plan, t.delegates),  # type: ignore[arg-type]
+    )
     if not candidates:
         reference.status = "chosen"
         why = (

@@ -14,10 +14,12 @@ The protocol, so that a choice can be explained and its cost bounded:
    hands a partition back to the CPU meanwhile, is dropped with the reason.
 4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs
    each after a short pause, a new order each round, so a slow phase of the machine falls on
-   all of them alike. A candidate whose fastest of at
-   least 3 runs took :data:`DROP_FACTOR` times the best median so far stops being timed.
-   Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a round that would
-   overrun the budget.
+   all of them alike. A candidate whose last warm-up run took :data:`WARM_DROP_FACTOR` times
+   the best one's is not timed at all, and one whose fastest of at least 3 runs took
+   :data:`DROP_FACTOR` times the best median so far stops being timed: the close contenders
+   get the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a
+   round that would overrun the budget. A candidate never timed is judged by its last
+   warm-up run.
 5. **The budget** covers the runs (warm-up runs included), not the preparations; a candidate
    whose turn comes after the budget is spent is not prepared at all and is reported as
    "not measured". A run in progress is never interrupted, so the budget can be overrun by
@@ -47,6 +49,7 @@ __all__ = [
     "DROP_FACTOR",
     "MAX_RUNS",
     "WARMUP_RUNS",
+    "WARM_DROP_FACTOR",
     "Trial",
     "Unmeasurable",
     "measure",
@@ -55,6 +58,7 @@ __all__ = [
 
 MAX_RUNS = 15
 DROP_FACTOR = 1.5
+WARM_DROP_FACTOR = 1.5
 # Engines warm up over a few runs (OpenVINO's first runs take 2x its steady time): one run
 # after the checked first one is not timed either.
 WARMUP_RUNS = 2
@@ -215,6 +219,7 @@ class Trial:
     reason: str = ""
     prepare_s: float | None = None
     first_s: float | None = None
+    warm_s: float | None = None  # the last untimed run
     times: list[float] = field(default_factory=list)
     executor: Executor | None = None
     notes: list[str] = field(default_factory=list)
@@ -223,7 +228,7 @@ class Trial:
     def median_s(self) -> float | None:
         if self.times:
             return statistics.median(self.times)
-        return self.first_s
+        return self.warm_s if self.warm_s is not None else self.first_s
 
     def release(self) -> None:
         self.executor = None
@@ -234,6 +239,8 @@ class Trial:
             "first_ms": None if self.first_s is None else 1e3 * self.first_s,
             "runs": len(self.times),
         }
+        if self.warm_s is not None:
+            out["warm_ms"] = 1e3 * self.warm_s
         median = self.median_s
         out["median_ms"] = None if median is None else 1e3 * median
         if self.times:
@@ -293,8 +300,10 @@ def measure(
                 elapsed, outputs = _run(executor, inputs)
                 spent += elapsed
                 trial.first_s = elapsed
+                trial.warm_s = elapsed
                 for _ in range(WARMUP_RUNS - 1):
-                    spent += _run(executor, inputs)[0]
+                    trial.warm_s = _run(executor, inputs)[0]
+                    spent += trial.warm_s
                 if executor.restored:
                     raise _Dropped(f"failed in invoke: {_restored(executor)}")
             except _Dropped as exc:
@@ -328,6 +337,18 @@ def measure(
             trial.release()
 
     live = [t for t in (reference, *others) if t.status == "measuring"]
+    # A candidate whose last warm-up run took WARM_DROP_FACTOR times the best one's is not
+    # timed further: on a large model a round of every candidate can take the whole budget,
+    # and the close contenders need the runs.
+    best_warm = min((t.warm_s for t in live if t.warm_s is not None), default=None)
+    for trial in live:
+        if best_warm and trial.warm_s is not None and trial.warm_s > WARM_DROP_FACTOR * best_warm:
+            trial.status = "measured"
+            trial.reason = (
+                f"not timed further: its warm-up run took {trial.warm_s / best_warm:.1f}x the "
+                "best one's"
+            )
+    live = [t for t in live if t.status == "measuring"]
     rounds = 0
     while live:
         if all(len(t.times) >= MAX_RUNS for t in live):

@@ -103,7 +103,8 @@ class Interpreter:
             ``$OFFLOAD_AUTO_CACHE_DIR``, else ``~/.cache/offload/auto``); False keeps none.
 
     Delegates. Named delegates run what they take, in priority order, and the CPU reference
-    the rest. ``delegates="auto"`` plans candidates (the CPU reference, each available
+    the rest (an empty ``experimental_delegates`` names none, as in LiteRT; ``delegates=[]``
+    does). ``delegates="auto"`` plans candidates (the CPU reference, each available
     delegate alone, priority pairs), rejects fragmented plans, times the rest on seeded
     inputs within ``auto_budget_s`` at ``allocate_tensors``, keeps the fastest whose outputs
     agree with the CPU reference, and remembers it (a later process takes it without

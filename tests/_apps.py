@@ -17,6 +17,9 @@ IMPORTS = {
     "tflite_runtime": "from tflite_runtime.interpreter import Interpreter\n",
     "ai_edge_litert": "from ai_edge_litert.interpreter import Interpreter\n",
     "tf.lite": "import tensorflow as tf\n\nInterpreter = tf.lite.Interpreter\n",
+    "compiled_model": (
+        "from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator\n"
+    ),
 }
 
 BODY = """
@@ -36,9 +39,36 @@ print("interpreter:", [c.__module__ for c in type(interpreter).__mro__])
 """
 
 
+# LiteRT 2.x's CompiledModel API: buffers in, run, buffers out.
+COMPILED_MODEL_BODY = """
+import sys
+
+import numpy as np
+
+model, inputs, outputs = sys.argv[1:4]
+compiled = CompiledModel.from_file(model, hardware_accel=HardwareAccelerator.CPU)
+ins, outs = compiled.create_input_buffers(0), compiled.create_output_buffers(0)
+feeds = np.load(inputs)
+for position, buffer in enumerate(ins):
+    buffer.write(feeds[f"arr_{position}"])
+compiled.run_by_index(0, ins, outs)
+key = next(iter(compiled.get_signature_list()))
+details = compiled.get_output_tensor_details(key).values()
+np.savez(
+    outputs,
+    *[
+        b.read(int(np.prod(d["shape"])), np.dtype(d["dtype"])).reshape(d["shape"])
+        for b, d in zip(outs, details)
+    ],
+)
+print("interpreter:", [c.__module__ for c in type(compiled).__mro__])
+"""
+
+
 def write_app(directory: Path, style: str) -> Path:
     path = directory / f"app_{style.replace('.', '_')}.py"
-    path.write_text(IMPORTS[style] + BODY)
+    body = COMPILED_MODEL_BODY if style == "compiled_model" else BODY
+    path.write_text(IMPORTS[style] + body)
     return path
 
 

@@ -108,6 +108,22 @@ def test_stand_in_module_has_litert_s_api():
         assert module_problems(litert, stand_in) == []
 
 
+def test_compiled_model_stand_in_and_the_engine_s_own():
+    """ai_edge_litert.compiled_model is offload's under the patch (LiteRT's names, checked as
+    offload.compiled_model is), while the litert delegate keeps the real CompiledModel API."""
+    theirs = pytest.importorskip("ai_edge_litert.compiled_model")
+    engine = pytest.importorskip("offload_litert._engine")
+    from tests._parity import Parity
+
+    with offload.patch_litert([]):
+        stand_in = importlib.import_module("ai_edge_litert.compiled_model")
+        assert stand_in.CompiledModel is offload.CompiledModel
+        parity = Parity(offload.compiled_model.DIFFERENCES, stand_in.__name__)
+        assert parity.module_problems(theirs, stand_in) == []
+        assert engine.compiled_api is not None and engine.compiled_api[0] is theirs
+    assert sys.modules["ai_edge_litert.compiled_model"] is theirs
+
+
 @pytest.mark.skipif(_TF_INSTALLED, reason="TensorFlow is installed: no stand-in unless asked")
 def test_tensorflow_stand_in_names_what_it_lacks(patched: offload.LiteRTPatch):
     """tf.lite.Interpreter is offload's; tf.constant and tensorflow.keras fail, saying why."""

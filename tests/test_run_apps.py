@@ -63,6 +63,14 @@ def test_ai_edge_litert_app_on_the_litert_delegate(tmp_path: Path):
     assert "litert: 8 of 8 nodes in 1 partition(s)" in done.stderr
 
 
+def test_compiled_model_app_runs_on_offload(tmp_path: Path):
+    """A program written for LiteRT 2.x's CompiledModel runs on offload.CompiledModel."""
+    inputs = _image()
+    done, outputs = run_app(tmp_path, "compiled_model", FIXTURE, inputs, ["--report"])
+    assert "'offload._compiled_model'" in done.stdout
+    np.testing.assert_allclose(outputs[0], litert_outputs(FIXTURE, inputs)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_tf_lite_app_split_between_dummy_and_cpu(tmp_path: Path):
     """A tf.lite program (no TensorFlow installed) runs with --delegate dummy; the report says
     which nodes the delegate took and why MUL stayed on the CPU."""

@@ -3,9 +3,11 @@
 The public API is what ``__all__`` lists; everything in underscore modules is private.
 """
 
-from offload import cache, errors, geometry, interpreter, quant
+from offload import cache, compiled_model, errors, geometry, interpreter, quant
 from offload._auto_cache import clear_auto_cache
 from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
+from offload._compiled_model import CompiledModel, TensorBuffer
+from offload._compiled_options import HardwareAccelerator
 from offload._delegate import (
     Availability,
     Delegate,
@@ -37,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Availability",
     "Capabilities",
+    "CompiledModel",
     "Delegate",
     "DelegateFlag",
     "DelegateKernel",
@@ -44,6 +47,7 @@ __all__ = [
     "DelegateProvider",
     "DeviceProfile",
     "ExportedPartition",
+    "HardwareAccelerator",
     "Interpreter",
     "KernelTiming",
     "LiteRTPatch",
@@ -60,11 +64,13 @@ __all__ = [
     "SignatureRunner",
     "Subgraph",
     "Tensor",
+    "TensorBuffer",
     "TensorComparison",
     "cache",
     "capability_matrix",
     "check_exportable",
     "clear_auto_cache",
+    "compiled_model",
     "diff_per_node",
     "errors",
     "export_partition",

@@ -38,7 +38,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from offload._auto_cache import DecisionStore, Lookup, ModelSource, versions_memo
@@ -97,6 +97,13 @@ class AutoSettings:
     max_tensor_bytes: int | None = None
     cache_dir: str | os.PathLike[str] | None = None
     use_cache: bool = True
+    # offload.CompiledModel(hardware_accel=...): the kinds of hardware a delegate may compute
+    # on (None: any), whether the CPU reference may run nodes (CPU in the set), and options
+    # for the delegates of each kind and by name (CpuOptions, GpuOptions, vendor options).
+    hardware: tuple[str, ...] | None = None
+    reference_allowed: bool = True
+    kind_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    delegate_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def policy(self) -> AccuracyPolicy:
@@ -116,14 +123,39 @@ class Selection:
 # -- candidates ------------------------------------------------------------------------------
 
 
-def _options_for(cls: type[Delegate], settings: AutoSettings) -> dict[str, Any]:
+def _options_for(cls: type[Delegate], settings: AutoSettings, kind: str | None) -> dict[str, Any]:
     fields = cls.Options.model_fields
     options: dict[str, Any] = {}
     if settings.num_threads is not None and "num_threads" in fields:
         options["num_threads"] = settings.num_threads
     if settings.precision_loss_allowed and "precision_loss_allowed" in fields:
         options["precision_loss_allowed"] = True
+    if kind is not None:
+        options.update(
+            (k, v) for k, v in settings.kind_options.get(kind, {}).items() if k in fields
+        )
     return options
+
+
+def _variants(
+    cls: type[Delegate], settings: AutoSettings
+) -> tuple[list[tuple[str | None, dict[str, Any]]], str]:
+    """(kind, options) for each hardware kind asked for that ``cls`` can run on (one variant
+    of no kind when any hardware goes), or ([], why none) ."""
+    if settings.hardware is None:
+        return [(None, {})], ""
+    variants = []
+    for kind in settings.hardware:
+        try:
+            options = cls.options_for_hardware(kind)
+        except Exception as exc:  # a broken hook must not break the choice
+            return [], f"options_for_hardware({kind!r}) failed: {type(exc).__name__}: {exc}"
+        if options is not None:
+            variants.append((kind, dict(options)))
+    if variants:
+        return variants, ""
+    declared = cls.CAPABILITIES.hardware
+    return [], f"runs on {declared.upper()}, not on {' | '.join(settings.hardware).upper()}"
 
 
 def candidate_delegates(
@@ -150,11 +182,29 @@ def candidate_delegates(
             reason = f"does not support {model.model_type} models"
             skipped.append({"delegate": record.name, "reason": reason})
             continue
-        try:
-            chosen.append(record.cls(_options_for(record.cls, settings)))
-        except Exception as exc:  # one broken delegate must not break the choice
-            reason = f"could not be created: {type(exc).__name__}: {exc}"
-            skipped.append({"delegate": record.name, "reason": reason})
+        variants, why_not = _variants(record.cls, settings)
+        if why_not:
+            skipped.append({"delegate": record.name, "reason": why_not})
+        for kind, hardware_options in variants:
+            options = {
+                **_options_for(record.cls, settings, kind),
+                **hardware_options,
+                **settings.delegate_options.get(record.name, {}),
+            }
+            try:
+                delegate = record.cls(options)
+            except Exception as exc:  # one broken delegate must not break the choice
+                reason = f"could not be created: {type(exc).__name__}: {exc}"
+                if kind is not None:
+                    reason = f"on {kind.upper()}: {reason}"
+                skipped.append({"delegate": record.name, "reason": reason})
+                continue
+            found = delegate.capabilities.hardware
+            if kind is not None and found != kind:
+                reason = f"with options {options} it runs on {found.upper()}, not {kind.upper()}"
+                skipped.append({"delegate": record.name, "reason": reason})
+                continue
+            chosen.append(delegate)
     return chosen, skipped, availability
 
 
@@ -258,9 +308,11 @@ def _row(trial: Trial) -> dict[str, Any]:
 # -- the static rule ----------------------------------------------------------------------------
 
 
-def _static_choice(model: Model, reference: Trial, trials: Sequence[Trial]) -> tuple[Trial, str]:
+def _static_choice(
+    model: Model, reference: Trial, trials: Sequence[Trial], reference_allowed: bool = True
+) -> tuple[Trial, str]:
     n = len(model.main.nodes)
-    best, best_cost = reference, float(n)
+    best, best_cost = reference, float(n) if reference_allowed else float("inf")
     for trial in trials:
         if trial.status == "rejected" or trial.plan is None or len(trial.delegates) != 1:
             continue
@@ -283,7 +335,7 @@ def _static_selection(
 ) -> Selection:
     delegates, skipped, _ = candidate_delegates(model, settings)
     reference, trials = plan_trials(model, delegates, settings)
-    best, reason = _static_choice(model, reference, trials)
+    best, reason = _static_choice(model, reference, trials, settings.reference_allowed)
     for trial in (reference, *trials):
         if trial.status != "rejected":
             trial.status = "chosen" if trial is best else "not chosen"
@@ -377,6 +429,8 @@ def decision_key(
             "num_threads": settings.num_threads,
             "accuracy": settings.policy.describe(),
             "allow_cpu_fallback": settings.allow_cpu_fallback,
+            "hardware": list(settings.hardware) if settings.hardware is not None else None,
+            "reference_allowed": settings.reference_allowed,
         },
         "budget": settings.budget_s,
     }
@@ -544,11 +598,27 @@ def _measured_selection(
         for t in (reference, *trials):
             t.release()
         return _static_selection(model, settings, started, lookup, f"not measured: {exc}")
+    eligible = (reference, *candidates) if settings.reference_allowed else candidates
     measured = [
-        t
-        for t in (reference, *candidates)
-        if t.status in ("measuring", "measured") and t.median_s is not None
+        t for t in eligible if t.status in ("measuring", "measured") and t.median_s is not None
     ]
+    if not measured:  # only where the reference may not win: every candidate failed
+        for t in (reference, *trials):
+            t.release()
+        reference.status = "measured"
+        summary = _summary(
+            "measured",
+            reference,
+            "no candidate of the hardware asked for ran and agreed with the CPU reference",
+            reference,
+            trials,
+            skipped,
+            settings,
+            started,
+            lookup,
+            spent,
+        )
+        return Selection([], summary)
     best = min(measured, key=lambda t: t.median_s or 0.0)
     for t in measured:
         t.status = "chosen" if t is best else "measured"

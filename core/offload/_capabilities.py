@@ -36,6 +36,8 @@ __all__ = [
     "Capabilities",
     "check_node",
     "DTYPE_NAMES",
+    "HARDWARE_KINDS",
+    "HardwareKind",
     "FUSED_ACTIVATION_NAMES",
     "describe_validation_error",
 ]
@@ -51,6 +53,8 @@ DTYPE_NAMES = (
     "bool",
     "complex64",
 )
+HardwareKind = Literal["cpu", "gpu", "npu"]
+HARDWARE_KINDS: tuple[HardwareKind, ...] = ("cpu", "gpu", "npu")
 DType = Literal[
     "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"
 ]
@@ -340,6 +344,10 @@ class Capabilities(_Frozen):
     model_types: dict[ModelType, ModelTypeSupport]
     platforms: tuple[str, ...] = ("any",)
     precisions: tuple[Literal["float32", "float16", "int8"], ...] = ("float32",)
+    # The kind of hardware the delegate computes on, as LiteRT's HardwareAccelerator names
+    # them: CompiledModel(hardware_accel=...) plans with the delegates of the kinds asked for.
+    # "cpu" by default, so a delegate declared before this field existed keeps its place.
+    hardware: HardwareKind = "cpu"
     # Cost hints for delegates="auto": how much faster than the CPU reference a delegated node
     # runs, and what one partition costs to enter and leave, in units of one CPU node.
     expected_speedup: float = Field(default=1.0, gt=0)

@@ -198,6 +198,20 @@ class Delegate:
         raise NotImplementedError(f"{cls.__name__} does not run LiteRT C delegate libraries")
 
     @classmethod
+    def options_for_hardware(cls, kind: str) -> dict[str, Any] | None:
+        """The options that make this delegate compute on hardware of ``kind`` (``"cpu"``,
+        ``"gpu"`` or ``"npu"``), or None where it cannot.
+
+        :class:`offload.CompiledModel` asks this for every kind in its ``hardware_accel`` and
+        builds the delegate with the answer (its own options added), then keeps it only if
+        ``capabilities.hardware`` of the instance is that kind. The default: no options for
+        the kind of ``CAPABILITIES.hardware``, None for the others. Override it where an
+        option chooses the device (the litert delegate's ``accelerator``, openvino's
+        ``device``).
+        """
+        return {} if cls.CAPABILITIES.hardware == kind else None
+
+    @classmethod
     def availability(cls) -> Availability:
         """Can this delegate run here? Override to probe hardware or platform."""
         return Availability(True)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from offload import compiled_model as _compiled_api
 from offload import interpreter as _litert_api
 from offload._delegate import Delegate
 from offload._interpreter import Interpreter
@@ -58,6 +59,7 @@ STAND_INS = (
     "tflite_runtime.interpreter",
     "ai_edge_litert",
     "ai_edge_litert.interpreter",
+    "ai_edge_litert.compiled_model",
     "tensorflow",
     "tensorflow.lite",
     "tensorflow.lite.experimental",
@@ -288,6 +290,19 @@ def _interpreter_module(patch: LiteRTPatch, name: str) -> ModuleType:
     return module
 
 
+def _compiled_model_module(name: str) -> ModuleType:
+    """LiteRT 2.x's CompiledModel module: offload.compiled_model's names. A CompiledModel
+    chooses its delegates by the hardware kinds the program names, so the patch's delegates
+    do not apply to it."""
+    module = ModuleType(name, _compiled_api.__doc__)
+    for attr in _compiled_api.__all__:
+        setattr(module, attr, getattr(_compiled_api, attr))
+    module.__getattr__ = _refuse(  # type: ignore[method-assign]
+        name, "LiteRT's compiled_model module", "see offload.compiled_model.DIFFERENCES"
+    )
+    return module
+
+
 def _package(name: str, what: str, hint: str) -> ModuleType:
     module = ModuleType(name, f"offload's stand-in for {name}: {what} only.")
     module.__path__ = []  # a package: submodules are asked of the finder, which refuses them
@@ -411,8 +426,10 @@ def patch_litert(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     tensorflow: bool | None = None,
 ) -> LiteRTPatch:
-    """Put offload behind ``tflite_runtime.interpreter``, ``ai_edge_litert.interpreter`` and
-    ``tensorflow.lite`` in this process, until :meth:`LiteRTPatch.undo`.
+    """Put offload behind ``tflite_runtime.interpreter``, ``ai_edge_litert.interpreter``,
+    ``ai_edge_litert.compiled_model`` and ``tensorflow.lite`` in this process, until
+    :meth:`LiteRTPatch.undo`. A CompiledModel chooses delegates by the hardware kinds the
+    program names; ``delegates`` applies to the interpreters.
 
     Args:
         delegates: what every interpreter the program makes gets, after the delegates it
@@ -445,16 +462,20 @@ def patch_litert(
             ),
             "tflite_runtime.interpreter": _interpreter_module(patch, "tflite_runtime.interpreter"),
             "ai_edge_litert.interpreter": _interpreter_module(patch, "ai_edge_litert.interpreter"),
+            "ai_edge_litert.compiled_model": _compiled_model_module(
+                "ai_edge_litert.compiled_model"
+            ),
         }
         modules["tflite_runtime"].interpreter = modules["tflite_runtime.interpreter"]  # type: ignore[attr-defined]
         packages = ["tflite_runtime"]
         if not _installed("ai_edge_litert"):
             modules["ai_edge_litert"] = _package(
                 "ai_edge_litert",
-                "ai_edge_litert.interpreter",
+                "ai_edge_litert.interpreter and ai_edge_litert.compiled_model",
                 "install ai-edge-litert for the rest of LiteRT",
             )
             modules["ai_edge_litert"].interpreter = modules["ai_edge_litert.interpreter"]  # type: ignore[attr-defined]
+            modules["ai_edge_litert"].compiled_model = modules["ai_edge_litert.compiled_model"]  # type: ignore[attr-defined]
             packages.append("ai_edge_litert")
         if stand_in_tf:
             modules.update(_tensorflow_modules(patch))

@@ -37,6 +37,7 @@ __all__ = [
     "StandInError",
     "StandInImportError",
     "SubgraphIndexError",
+    "SignatureError",
 ]
 
 
@@ -72,6 +73,11 @@ class TensorIndexError(OffloadError, IndexError):
 
 class SubgraphIndexError(OffloadError, ValueError):
     """A subgraph index is outside the model's subgraphs (a ValueError, as in LiteRT)."""
+
+
+class SignatureError(OffloadError, RuntimeError):
+    """A CompiledModel call named a signature, input or output the model does not have, or
+    gave buffers that do not match the signature's (a RuntimeError, as LiteRT's raises)."""
 
 
 class TensorShapeError(OffloadError, ValueError):

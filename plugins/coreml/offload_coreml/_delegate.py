@@ -44,6 +44,11 @@ class CoreMLOptions(DelegateOptions):
     model_token: str | None = None
 
 
+# The hardware Core ML computes on for each compute_units value, as CompiledModel names it:
+# ALL and CPU_AND_NE place work on the Neural Engine where it can.
+_KIND_OF_UNITS = {"ALL": "npu", "CPU_AND_NE": "npu", "CPU_AND_GPU": "gpu", "CPU_ONLY": "cpu"}
+
+
 def has_neural_engine() -> bool:
     """Best effort: ask Core ML (macOS 14+) for its compute devices, else assume Apple silicon
     has one and Intel Macs do not."""
@@ -87,6 +92,21 @@ class CoreMLDelegate(Delegate):
                 "delegate 'coreml' is unavailable here: enabled_devices='neural_engine' but this "
                 "Mac has no Neural Engine; pass enabled_devices='all' to use its CPU and GPU"
             )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        kind = _KIND_OF_UNITS[self.options.compute_units]
+        return CAPABILITIES if kind == "npu" else CAPABILITIES.model_copy(update={"hardware": kind})
+
+    @classmethod
+    def options_for_hardware(cls, kind: str) -> dict[str, Any] | None:
+        # The Neural Engine by default; its GPU when a program asks for GPU without NPU. Core ML
+        # on the CPU alone is left out: the CPU engines are the faster way there.
+        if kind == "npu":
+            return {}
+        if kind == "gpu":
+            return {"compute_units": "CPU_AND_GPU", "enabled_devices": "all"}
+        return None
 
     @classmethod
     def availability(cls) -> Availability:

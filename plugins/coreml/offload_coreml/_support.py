@@ -119,6 +119,9 @@ CAPABILITIES = Capabilities(
     },
     platforms=("darwin",),
     precisions=("float32", "float16"),
+    # Core ML places work on the Neural Engine where it can (compute_units ALL), which is what
+    # LiteRT's HardwareAccelerator calls an NPU.
+    hardware="npu",
     expected_speedup=4.0,
     partition_overhead=20.0,
 )

@@ -22,7 +22,7 @@ import numpy as np
 import offload
 from offload import DelegateKernel
 from offload.model import ModelBuilder
-from offload_litert._engine import native_stderr
+from offload_litert._engine import compiled_api, native_stderr
 from offload_litert._kernel import litert_failure
 
 if TYPE_CHECKING:
@@ -32,10 +32,10 @@ __all__ = ["CompiledKernel", "gpu_hardware", "gpu_unavailable_reason"]
 
 
 def _api() -> Any:
-    """LiteRT's CompiledModel modules (imported on first use: the CPU path never needs them)."""
-    from ai_edge_litert import compiled_model, cpu_options, hardware_accelerator, options
-
-    return compiled_model, cpu_options, hardware_accelerator, options
+    """LiteRT's CompiledModel modules, as the plugin bound them when it loaded."""
+    if compiled_api is None:
+        raise ImportError("LiteRT's compiled_model modules did not import")
+    return compiled_api
 
 
 def gpu_hardware() -> Any:

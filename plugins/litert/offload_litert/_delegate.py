@@ -54,6 +54,10 @@ def capabilities() -> Capabilities:
     )
 
 
+_CPU_CAPABILITIES = capabilities()
+_GPU_CAPABILITIES = _CPU_CAPABILITIES.model_copy(update={"hardware": "gpu"})
+
+
 class LiteRTOptions(DelegateOptions):
     """Options of the litert delegate.
 
@@ -150,7 +154,7 @@ class LiteRTDelegate(Delegate):
     name = "litert"
     version = __version__
     Options = LiteRTOptions
-    CAPABILITIES = capabilities()
+    CAPABILITIES = _CPU_CAPABILITIES
     runs_native_delegates = True
 
     def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
@@ -185,6 +189,14 @@ class LiteRTDelegate(Delegate):
     @classmethod
     def availability(cls) -> offload.Availability:
         return offload.Availability(litert is not None, IMPORT_ERROR)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return _GPU_CAPABILITIES if self.options.accelerator == "gpu" else self.CAPABILITIES
+
+    @classmethod
+    def options_for_hardware(cls, kind: str) -> dict[str, Any] | None:
+        return {"accelerator": kind} if kind in ("cpu", "gpu") else None
 
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         reason = (

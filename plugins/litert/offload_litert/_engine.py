@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from types import ModuleType
 
-__all__ = ["IMPORT_ERROR", "litert", "native_stderr", "logged_errors"]
+__all__ = ["IMPORT_ERROR", "compiled_api", "litert", "native_stderr", "logged_errors"]
 
 litert: ModuleType | None
 try:
@@ -29,6 +29,18 @@ except Exception as exc:  # an ImportError, or a wheel whose native part fails t
     )
 else:
     IMPORT_ERROR = ""
+
+# LiteRT's CompiledModel modules (the GPU accelerator's path), bound now, with the plugin: a
+# program run under offload run imports ai_edge_litert.compiled_model later and gets offload's
+# stand-in, which must not become this plugin's LiteRT. Absent (None) where LiteRT is.
+compiled_api: tuple[ModuleType, ...] | None = None
+if litert is not None:
+    try:
+        from ai_edge_litert import compiled_model, cpu_options, hardware_accelerator, options
+    except Exception:  # the GPU path then says, when asked, why it cannot start
+        pass
+    else:
+        compiled_api = (compiled_model, cpu_options, hardware_accelerator, options)
 
 
 # File descriptor 2 is the process's: two threads redirecting it at once would each restore

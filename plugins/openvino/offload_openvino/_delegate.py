@@ -81,6 +81,19 @@ def capabilities(dynamic_range: str = "refuse") -> Capabilities:
 _CAPS = {mode: capabilities(mode) for mode in ("refuse", "float")}
 
 
+def hardware_kind(device: str) -> str:
+    """The kind of hardware an OpenVINO device is, as CompiledModel names kinds: a virtual
+    device (AUTO:GPU,CPU) counts as its first named device; one naming none, as the CPU."""
+    kind, _, members = device.partition(":")
+    if kind.upper() in _VIRTUAL_KINDS:
+        kind = members.split(",")[0] if members else "CPU"
+    kind = kind.split(".")[0].strip().lower()
+    return kind if kind in ("cpu", "gpu", "npu") else "cpu"
+
+
+_VIRTUAL_KINDS = ("AUTO", "MULTI", "HETERO", "BATCH")
+
+
 class OpenVINOOptions(DelegateOptions):
     """Options of the openvino delegate.
 
@@ -176,7 +189,13 @@ class OpenVINODelegate(Delegate):
 
     @property
     def capabilities(self) -> Capabilities:
-        return _CAPS[self.options.dynamic_range]
+        caps = _CAPS[self.options.dynamic_range]
+        kind = hardware_kind(self.device)
+        return caps if kind == "cpu" else caps.model_copy(update={"hardware": kind})
+
+    @classmethod
+    def options_for_hardware(cls, kind: str) -> dict[str, Any] | None:
+        return {"device": kind.upper()} if kind in ("cpu", "gpu", "npu") else None
 
     def is_node_supported(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         reason = super().is_node_supported(node, subgraph)

@@ -1,0 +1,743 @@
+"""LiteRT 2.x's ``CompiledModel`` API over offload's planner, delegates and CPU reference.
+
+A program written for ``ai_edge_litert.compiled_model`` runs unchanged with ``from offload
+import CompiledModel``. The program names kinds of hardware (``HardwareAccelerator.CPU | GPU |
+NPU``); offload plans with the installed delegates of those kinds (``Capabilities.hardware``),
+measures them as ``delegates="auto"`` does when there are several (the choice is remembered),
+and runs what none takes on the CPU reference where CPU is in the set.
+
+Compilation is ``from_file`` / ``from_buffer``: planning, the choice and allocation happen
+there, as LiteRT compiles there. ``run_by_index`` / ``run_by_name`` then only bind the input
+buffers (no copy: a buffer made by ``create_input_buffers`` holds the array the model reads),
+invoke, and copy each output into its buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from offload._auto import candidate_delegates
+from offload._compiled_options import (
+    HardwareAccelerator,
+    Options,
+    Translation,
+    resolve_options,
+    translate,
+)
+from offload._executor import Executor
+from offload._interpreter import Interpreter
+from offload._plan import make_plan
+from offload.errors import (
+    CpuFallbackError,
+    InterpreterStateError,
+    SignatureError,
+    TensorShapeError,
+    TensorTypeError,
+    UsageError,
+)
+
+__all__ = [
+    "PLACEHOLDER_SIGNATURE",
+    "CompiledModel",
+    "Environment",
+    "EnvironmentOptions",
+    "TensorBuffer",
+]
+
+# LiteRT's key for the one signature of a model that declares none.
+PLACEHOLDER_SIGNATURE = "<placeholder signature>"
+# LiteRT's kLiteRtTensorBufferTypeHostMemory: every offload buffer is host memory.
+_HOST_MEMORY = 1
+# The dtypes LiteRT's TensorBuffer reads and writes (bfloat16 and float8 need ml_dtypes,
+# which offload does not depend on; no offload kernel takes them).
+_DTYPES = {
+    np.dtype(name): name
+    for name in ("float32", "float16", "int32", "int8", "uint8", "bool", "int64", "int16")
+}
+
+
+def _dtype_name(dtype: Any, what: str) -> tuple[str, np.dtype]:
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved not in _DTYPES:
+        raise TensorTypeError(
+            f"{what}: unsupported dtype {dtype!r}; supported {list(_DTYPES.values())}"
+        )
+    return _DTYPES[resolved], resolved
+
+
+# -- environment ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvironmentOptions:
+    """LiteRT's environment options. offload loads no runtime, compiler plugin or dispatch
+    library, so the paths are kept (``Environment.options``) and otherwise unused."""
+
+    runtime_path: str | None = None
+    compiler_plugin_path: str = ""
+    dispatch_library_path: str = ""
+
+
+class Environment:
+    """LiteRT's shared runtime environment. offload's delegates keep their own state, so this
+    only holds the options; it exists so that programs that make one keep working."""
+
+    def __init__(self, capsule: Any, options: EnvironmentOptions) -> None:
+        self._capsule = capsule
+        self._options = options
+
+    def __enter__(self) -> Environment:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._capsule = None
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        options: EnvironmentOptions | str | None = None,
+        runtime_path: str | None = None,
+        compiler_plugin_path: str = "",
+        dispatch_library_path: str = "",
+    ) -> Environment:
+        if isinstance(options, str):
+            if runtime_path is not None:
+                raise UsageError("Environment.create: runtime_path was given twice")
+            runtime_path, options = options, None
+        if options is not None and (
+            runtime_path is not None or compiler_plugin_path or dispatch_library_path
+        ):
+            raise UsageError("Environment.create: pass either options or the path shortcuts")
+        if options is None:
+            options = EnvironmentOptions(runtime_path, compiler_plugin_path, dispatch_library_path)
+        return cls(object(), options)
+
+    @property
+    def options(self) -> EnvironmentOptions:
+        return self._options
+
+    @property
+    def capsule(self) -> Any:
+        if self._capsule is None:
+            raise InterpreterStateError("the Environment is closed")
+        return self._capsule
+
+
+# -- buffers -------------------------------------------------------------------------------------
+
+
+class TensorBuffer:
+    """A host-memory tensor buffer (LiteRT's ``TensorBuffer``): ``write`` an array in, ``read``
+    elements out.
+
+    Its ``capsule`` is the numpy array that holds the data. A buffer from
+    ``CompiledModel.create_input_buffers`` is the array the model reads at run time, so
+    ``write`` then ``run_by_index`` copies the data once. ``write`` takes exactly the buffer's
+    dtype and element count, and ``read(n, dtype)`` its dtype and at most its element count:
+    anything else is a :class:`~offload.errors.TensorTypeError` or
+    :class:`~offload.errors.TensorShapeError` saying what was expected and found.
+    """
+
+    def __init__(self, capsule: Any, environment: Any = None) -> None:
+        if not isinstance(capsule, np.ndarray) or not capsule.flags.c_contiguous:
+            raise TensorTypeError(
+                "TensorBuffer expects a C-contiguous numpy array as its capsule, found "
+                f"{type(capsule).__name__}; make buffers with CompiledModel.create_*_buffers or "
+                "TensorBuffer.create_from_host_memory"
+            )
+        _dtype_name(capsule.dtype, "TensorBuffer")
+        self._capsule: np.ndarray | None = capsule
+        self._environment = environment
+
+    @classmethod
+    def create_from_host_memory(cls, data_array: np.ndarray) -> TensorBuffer:
+        """A buffer over ``data_array``'s own memory (no copy): a C-contiguous numpy array of a
+        supported dtype. Its shape reads back flat, as in LiteRT."""
+        if not isinstance(data_array, np.ndarray):
+            raise TensorTypeError(
+                f"create_from_host_memory expects a numpy array, found {type(data_array).__name__}"
+            )
+        if not data_array.flags.c_contiguous:
+            raise TensorShapeError(
+                "create_from_host_memory expects a C-contiguous array (it shares the memory), "
+                "found a strided view; pass np.ascontiguousarray(a)"
+            )
+        return cls(data_array.reshape(-1))
+
+    def _data(self, what: str = "TensorBuffer") -> np.ndarray:
+        if self._capsule is None:
+            raise InterpreterStateError(f"{what}: the TensorBuffer has been destroyed")
+        return self._capsule
+
+    def write(self, data_array: np.ndarray) -> None:
+        """Copy ``data_array`` in: its dtype and element count must be the buffer's."""
+        buf = self._data("TensorBuffer.write")
+        if not isinstance(data_array, np.ndarray):
+            raise TensorTypeError(
+                f"TensorBuffer.write expects a numpy array, found {type(data_array).__name__}"
+            )
+        if data_array.dtype != buf.dtype:
+            raise TensorTypeError(
+                f"TensorBuffer.write: expected dtype {buf.dtype}, found {data_array.dtype}"
+            )
+        if data_array.size != buf.size:
+            raise TensorShapeError(
+                f"TensorBuffer.write: expected {buf.size} elements (shape {list(buf.shape)}), "
+                f"found {data_array.size} (shape {list(data_array.shape)})"
+            )
+        buf.reshape(-1)[...] = data_array.reshape(-1)
+
+    def read(self, num_elements: int, output_dtype: Any) -> np.ndarray:
+        """The first ``num_elements`` elements, flat, as a new array of the buffer's dtype."""
+        buf = self._data("TensorBuffer.read")
+        name, dtype = _dtype_name(output_dtype, "TensorBuffer.read")
+        if dtype != buf.dtype:
+            raise TensorTypeError(
+                f"TensorBuffer.read: the buffer holds {buf.dtype}, found output_dtype {name}"
+            )
+        if (
+            isinstance(num_elements, bool)
+            or not isinstance(num_elements, (int, np.integer))
+            or not 0 <= num_elements <= buf.size
+        ):
+            raise TensorShapeError(
+                f"TensorBuffer.read: expected a count of elements in 0..{buf.size}, found "
+                f"{num_elements!r}"
+            )
+        return np.array(buf.reshape(-1)[: int(num_elements)], copy=True)
+
+    def get_tensor_details(self) -> dict[str, Any]:
+        buf = self._data("TensorBuffer.get_tensor_details")
+        return {"dtype": _DTYPES[buf.dtype], "shape": [int(d) for d in buf.shape]}
+
+    def destroy(self) -> None:
+        self._capsule = None
+        self._environment = None
+
+    @property
+    def capsule(self) -> np.ndarray:
+        return self._data("TensorBuffer.capsule")
+
+
+# -- the compiled model --------------------------------------------------------------------------
+
+
+@dataclass
+class _Signature:
+    key: str
+    subgraph_index: int
+    inputs: list[tuple[str, int]]  # (name, tensor index), in the signature's order
+    outputs: list[tuple[str, int]]
+
+
+@dataclass
+class _Compiled:
+    """Everything a CompiledModel holds: the interpreter it plans and runs with, its
+    signatures, and how its options were read."""
+
+    interpreter: Interpreter
+    signatures: list[_Signature]
+    translation: Translation
+    executors: dict[int, Executor] = dataclasses.field(default_factory=dict)
+
+    def executor(self, sig: _Signature) -> Executor:
+        if sig.subgraph_index == 0:
+            return self.interpreter._executor  # replaced once by the choice: read it each time
+        ex = self.executors.get(sig.subgraph_index)
+        if ex is None:
+            ex = self.executors[sig.subgraph_index] = self.interpreter.get_signature_runner(
+                sig.key
+            )._executor
+        return ex
+
+
+def _signatures(interpreter: Interpreter) -> list[_Signature]:
+    model = interpreter.model
+    if not model.signatures:
+        main = model.main
+        return [
+            _Signature(
+                PLACEHOLDER_SIGNATURE,
+                0,
+                [(main.tensors[t].name, t) for t in main.inputs],
+                [(main.tensors[t].name, t) for t in main.outputs],
+            )
+        ]
+    return [
+        _Signature(s.key, s.subgraph_index, list(s.inputs.items()), list(s.outputs.items()))
+        for s in model.signatures
+    ]
+
+
+def _not_accelerated(interpreter: Interpreter, translation: Translation) -> CpuFallbackError:
+    """LiteRT's error for a node no accelerator of the set takes, with offload's reasons."""
+    model = interpreter.model
+    settings = interpreter._selection.settings
+    delegates, skipped, _ = candidate_delegates(model, settings)
+    plan = make_plan(model, model.main, delegates)
+    kinds = " | ".join(k.upper() for k in translation.kinds)
+    lines = []
+    for op, entry in plan.fallback_summary().items():
+        reasons = "; ".join(
+            f"{d}: {r} (nodes {nodes})"
+            for d, by in entry["reasons"].items()
+            for r, nodes in by.items()
+        )
+        lines.append(
+            f"  {op} x{entry['count']}: {reasons or 'no delegate of these kinds is installed'}"
+        )
+    for row in skipped:
+        lines.append(f"  delegate {row['delegate']}: {row['reason']}")
+    count = len(plan.fallback_nodes())
+    return CpuFallbackError(
+        "Some ops are not accelerated. Add kLiteRtHwAcceleratorCpu to the compilation "
+        f"accelerator set to allow using the CPU to run those. offload: {count} node(s) are "
+        f"taken by no delegate of hardware_accel={kinds}:\n" + "\n".join(lines)
+    )
+
+
+def _compile(
+    model_path: str | os.PathLike[str] | None,
+    model_content: bytes | None,
+    hardware_accel: Any,
+    options: Any,
+) -> _Compiled:
+    translation = translate(resolve_options(options, hardware_accel))
+    if translation.unused:
+        warnings.warn(
+            "CompiledModel: options with no counterpart in offload's delegates are kept and "
+            f"unused: {', '.join(translation.unused)} (delegation_report()['compiled_model'])",
+            UserWarning,
+            stacklevel=3,
+        )
+    interpreter = Interpreter(
+        model_path=model_path,
+        model_content=model_content,
+        num_threads=translation.num_threads,
+        delegates="auto",
+        allow_cpu_fallback=translation.reference_allowed,
+        auto_precision_loss_allowed=translation.precision_loss_allowed,
+    )
+    settings = interpreter._selection.settings
+    settings.hardware = translation.delegate_kinds
+    settings.reference_allowed = translation.reference_allowed
+    settings.kind_options = translation.kind_options
+    settings.delegate_options = translation.delegate_options
+    interpreter.allocate_tensors()
+    if not translation.reference_allowed and interpreter.plan().fallback_nodes():
+        raise _not_accelerated(interpreter, translation)
+    return _Compiled(interpreter, _signatures(interpreter), translation)
+
+
+class CompiledModel:
+    """A model compiled for kinds of hardware: LiteRT 2.x's ``CompiledModel``, over offload.
+
+    Made by :meth:`from_file` or :meth:`from_buffer` with ``hardware_accel`` (a
+    :class:`HardwareAccelerator` set; CPU by default, with one thread, as LiteRT) or
+    ``options`` (:class:`Options`: the set, ``CpuOptions``, ``GpuOptions`` and vendor options).
+    offload plans with the installed delegates whose ``Capabilities.hardware`` is in the set,
+    chooses among several by measuring them as ``delegates="auto"`` does (within
+    ``$OFFLOAD_AUTO_BUDGET_S``, remembered in the auto cache), and runs the rest on the CPU
+    reference when CPU is in the set; without CPU, a node none takes raises
+    :class:`~offload.errors.CpuFallbackError` with LiteRT's message and offload's reason per
+    node. :meth:`delegation_report` says what runs where and why.
+    """
+
+    def __init__(self, c_model_ptr: Any, environment: Any) -> None:
+        if not isinstance(c_model_ptr, _Compiled):
+            raise UsageError(
+                "CompiledModel is made by CompiledModel.from_file or from_buffer, found a "
+                f"{type(c_model_ptr).__name__}"
+            )
+        self._model: _Compiled | None = c_model_ptr
+        self._environment = environment
+
+    def __enter__(self) -> CompiledModel:
+        return self
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the model; any later call raises InterpreterStateError."""
+        self._model = None
+
+    @classmethod
+    def from_file(
+        cls,
+        model_path: str,
+        hardware_accel: HardwareAccelerator | None = None,
+        environment: Environment | None = None,
+        options: Options | None = None,
+    ) -> CompiledModel:
+        compiled = _compile(model_path, None, hardware_accel, options)
+        return cls(compiled, environment or Environment.create())
+
+    @classmethod
+    def from_buffer(
+        cls,
+        model_data: bytes,
+        hardware_accel: HardwareAccelerator | None = None,
+        environment: Environment | None = None,
+        options: Options | None = None,
+    ) -> CompiledModel:
+        compiled = _compile(None, model_data, hardware_accel, options)
+        return cls(compiled, environment or Environment.create())
+
+    @property
+    def environment(self) -> Any:
+        return self._environment
+
+    # -- signatures ---------------------------------------------------------------------------
+
+    def _state(self) -> _Compiled:
+        if self._model is None:
+            raise InterpreterStateError("the CompiledModel is closed")
+        return self._model
+
+    def _signature(self, index: int) -> _Signature:
+        sigs = self._state().signatures
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise SignatureError(
+                f"expected a signature index in 0..{len(sigs) - 1}, found {index!r}"
+            )
+        if not 0 <= index < len(sigs):
+            raise SignatureError(
+                f"signature index {index} is out of range: the model has {len(sigs)} "
+                f"signature(s) ({[s.key for s in sigs]})"
+            )
+        return sigs[int(index)]
+
+    def _signature_by_key(self, key: str) -> _Signature:
+        sigs = self._state().signatures
+        for sig in sigs:
+            if sig.key == key:
+                return sig
+        raise SignatureError(f"Signature not found: {key!r}; the model has {[s.key for s in sigs]}")
+
+    def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
+        return {
+            s.key: {"inputs": [n for n, _ in s.inputs], "outputs": [n for n, _ in s.outputs]}
+            for s in self._state().signatures
+        }
+
+    def get_signature_by_index(self, index: int) -> dict[str, Any]:
+        s = self._signature(index)
+        return {
+            "key": s.key,
+            "inputs": [n for n, _ in s.inputs],
+            "outputs": [n for n, _ in s.outputs],
+        }
+
+    def get_num_signatures(self) -> int:
+        return len(self._state().signatures)
+
+    def get_signature_index(self, key: str) -> int:
+        """The signature's index, -1 where there is none (LiteRT's answer)."""
+        for i, sig in enumerate(self._state().signatures):
+            if sig.key == key:
+                return i
+        return -1
+
+    def _tensor_details(self, sig: _Signature, pairs: list[tuple[str, int]]) -> dict[str, Any]:
+        ex = self._state().executor(sig)
+        details = {}
+        for name, t in pairs:
+            tensor = ex.subgraph.tensors[t]
+            details[name] = {
+                "name": tensor.name,
+                "index": t,
+                "dtype": _DTYPES.get(np.dtype(tensor.dtype), str(tensor.dtype)),
+                "shape": [int(d) for d in ex.shapes[t]],
+            }
+        return details
+
+    def get_input_tensor_details(self, signature_key: str) -> dict[str, Any]:
+        sig = self._signature_by_key(signature_key)
+        return self._tensor_details(sig, sig.inputs)
+
+    def get_output_tensor_details(self, signature_key: str) -> dict[str, Any]:
+        sig = self._signature_by_key(signature_key)
+        self._allocated(sig)  # output shapes follow a resized input
+        return self._tensor_details(sig, sig.outputs)
+
+    def _requirements(self, sig: _Signature, pairs: list[tuple[str, int]], i: int) -> dict:
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < len(pairs):
+            raise SignatureError(
+                f"expected an index in 0..{len(pairs) - 1} of signature {sig.key!r}, found {i!r}"
+            )
+        ex = self._allocated(sig)
+        t = pairs[int(i)][1]
+        itemsize = np.dtype(ex.subgraph.tensors[t].dtype).itemsize
+        return {
+            "buffer_size": int(math.prod(ex.shapes[t])) * itemsize,
+            "supported_types": [_HOST_MEMORY],
+        }
+
+    def get_input_buffer_requirements(
+        self, input_index: int, signature_index: int = 0
+    ) -> dict[str, Any]:
+        sig = self._signature(signature_index)
+        return self._requirements(sig, sig.inputs, input_index)
+
+    def get_output_buffer_requirements(
+        self, output_index: int, signature_index: int = 0
+    ) -> dict[str, Any]:
+        sig = self._signature(signature_index)
+        return self._requirements(sig, sig.outputs, output_index)
+
+    def is_fully_accelerated(self) -> bool:
+        """True when every node of every signature's subgraph runs in a delegate, none on the
+        CPU reference (LiteRT: every op on an accelerator of the set, XNNPACK counting)."""
+        state = self._state()
+        return all(not state.executor(s).planned().fallback_nodes() for s in state.signatures)
+
+    # -- buffers ------------------------------------------------------------------------------
+
+    def _allocated(self, sig: _Signature) -> Executor:
+        ex = self._state().executor(sig)
+        if not ex.allocated:
+            if not ex.busy.acquire(blocking=False):
+                raise InterpreterStateError(
+                    "a CompiledModel runs one call at a time: another thread is inside one"
+                )
+            try:
+                ex.allocate()
+            finally:
+                ex.busy.release()
+        return ex
+
+    def _buffer(self, ex: Executor, t: int) -> TensorBuffer:
+        tensor = ex.subgraph.tensors[t]
+        array = np.zeros(ex.shapes[t], dtype=tensor.dtype)
+        return TensorBuffer(array, self._environment)
+
+    def _input_buffer(self, ex: Executor, t: int) -> TensorBuffer:
+        # The array the model reads: write() then run copies once.
+        buf = self._buffer(ex, t)
+        ex.buffers[t] = buf._data()
+        return buf
+
+    def _named(self, pairs: list[tuple[str, int]], name: str, sig: _Signature, what: str) -> int:
+        for n, t in pairs:
+            if n == name:
+                return t
+        raise SignatureError(
+            f"signature {sig.key!r} has no {what} {name!r}; its {what}s are {[n for n, _ in pairs]}"
+        )
+
+    def create_input_buffer_by_name(self, signature_key: str, input_name: str) -> TensorBuffer:
+        sig = self._signature_by_key(signature_key)
+        t = self._named(sig.inputs, input_name, sig, "input")
+        return self._input_buffer(self._allocated(sig), t)
+
+    def create_output_buffer_by_name(self, signature_key: str, output_name: str) -> TensorBuffer:
+        sig = self._signature_by_key(signature_key)
+        t = self._named(sig.outputs, output_name, sig, "output")
+        return self._buffer(self._allocated(sig), t)
+
+    def create_input_buffers(self, signature_index: int) -> list[TensorBuffer]:
+        sig = self._signature(signature_index)
+        ex = self._allocated(sig)
+        return [self._input_buffer(ex, t) for _, t in sig.inputs]
+
+    def create_output_buffers(self, signature_index: int) -> list[TensorBuffer]:
+        sig = self._signature(signature_index)
+        ex = self._allocated(sig)
+        return [self._buffer(ex, t) for _, t in sig.outputs]
+
+    # -- resizing -----------------------------------------------------------------------------
+
+    def resize_input_tensor(
+        self,
+        input_index: int,
+        dims: Sequence[int],
+        signature_index: int = 0,
+        strict: bool = True,
+    ) -> None:
+        """Give input ``input_index`` of the signature new dimensions; buffers made before
+        keep the old size (make new ones). ``strict`` lets only the dimensions that are -1 in
+        the model's shape signature change, as LiteRT's strict resize."""
+        sig = self._signature(signature_index)
+        if (
+            isinstance(input_index, bool)
+            or not isinstance(input_index, (int, np.integer))
+            or not 0 <= input_index < len(sig.inputs)
+        ):
+            raise SignatureError(
+                f"expected an input index in 0..{len(sig.inputs) - 1} of signature "
+                f"{sig.key!r}, found {input_index!r}"
+            )
+        t = sig.inputs[int(input_index)][1]
+        ex = self._state().executor(sig)
+        tensor = ex.subgraph.tensors[t]
+        try:
+            shape = tuple(int(d) for d in dims)
+        except (TypeError, ValueError):
+            raise TensorShapeError(
+                f"resize of input {sig.inputs[int(input_index)][0]!r}: expected a sequence of "
+                f"ints, found {dims!r}"
+            ) from None
+        if len(shape) != len(tensor.shape) or any(d < 0 for d in shape):
+            raise TensorShapeError(
+                f"resize of input {tensor.name!r}: expected {len(tensor.shape)} non-negative "
+                f"dimensions, found {list(shape)}"
+            )
+        if strict:
+            fixed = [
+                i
+                for i, (want, got) in enumerate(zip(tensor.shape_signature, shape))
+                if want != -1 and want != got
+            ]
+            if fixed:
+                raise TensorShapeError(
+                    f"strict resize of input {tensor.name!r}: only dimensions that are -1 in "
+                    f"its shape signature {list(tensor.shape_signature)} may change, found "
+                    f"{list(shape)}; pass strict=False to resize the others"
+                )
+        if shape != tuple(ex.shapes[t]):
+            ex.shapes[t] = shape
+            ex.allocated = False
+
+    def resize_input_tensor_by_name(
+        self,
+        signature_key: str,
+        input_name: str,
+        dims: Sequence[int],
+        strict: bool = True,
+    ) -> None:
+        sig = self._signature_by_key(signature_key)
+        index = [n for n, _ in sig.inputs].index(self._name_of(sig, input_name))
+        self.resize_input_tensor(index, dims, self._state().signatures.index(sig), strict)
+
+    def _name_of(self, sig: _Signature, name: str) -> str:
+        self._named(sig.inputs, name, sig, "input")
+        return name
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run_by_name(
+        self,
+        signature_key: str,
+        input_map: Mapping[str, TensorBuffer],
+        output_map: Mapping[str, TensorBuffer],
+    ) -> None:
+        sig = self._signature_by_key(signature_key)
+        for what, pairs, given in (
+            ("input", sig.inputs, input_map),
+            ("output", sig.outputs, output_map),
+        ):
+            if not isinstance(given, Mapping) or set(given) != {n for n, _ in pairs}:
+                found = sorted(given) if isinstance(given, Mapping) else type(given).__name__
+                raise SignatureError(
+                    f"run_by_name({signature_key!r}): expected {what} buffers for "
+                    f"{[n for n, _ in pairs]}, found {found}"
+                )
+        self._run(
+            sig, [input_map[n] for n, _ in sig.inputs], [output_map[n] for n, _ in sig.outputs]
+        )
+
+    def run_by_index(
+        self,
+        signature_index: int,
+        input_buffers: Sequence[TensorBuffer],
+        output_buffers: Sequence[TensorBuffer],
+    ) -> None:
+        sig = self._signature(signature_index)
+        for what, pairs, given in (
+            ("input", sig.inputs, input_buffers),
+            ("output", sig.outputs, output_buffers),
+        ):
+            if not isinstance(given, Sequence) or len(given) != len(pairs):
+                found = len(given) if isinstance(given, Sequence) else type(given).__name__
+                raise SignatureError(
+                    f"run_by_index({signature_index}): signature {sig.key!r} has {len(pairs)} "
+                    f"{what}(s) {[n for n, _ in pairs]}, found {found} buffer(s)"
+                )
+        self._run(sig, input_buffers, output_buffers)
+
+    def _run(
+        self, sig: _Signature, inputs: Sequence[TensorBuffer], outputs: Sequence[TensorBuffer]
+    ) -> None:
+        ex = self._allocated(sig)
+        arrays = [_checked(ex, t, b, n, "input") for (n, t), b in zip(sig.inputs, inputs)]
+        targets = [_checked(ex, t, b, n, "output") for (n, t), b in zip(sig.outputs, outputs)]
+        if not ex.busy.acquire(blocking=False):
+            raise InterpreterStateError(
+                "a CompiledModel runs one call at a time: another thread is inside one"
+            )
+        try:
+            for (_, t), array in zip(sig.inputs, arrays):
+                ex.buffers[t] = array
+            ex.invoke()
+            for (name, t), target in zip(sig.outputs, targets):
+                value = ex.buffers[t]
+                if value.size != target.size:  # a shape only this run's values decided
+                    raise TensorShapeError(
+                        f"output {name!r}: this run gave shape {list(value.shape)} "
+                        f"({value.size} elements), its buffer holds {target.size}; make the "
+                        "output buffers again after this run"
+                    )
+                target.reshape(-1)[...] = value.reshape(-1)
+        finally:
+            ex.busy.release()
+
+    # -- offload's additions ------------------------------------------------------------------
+
+    def delegation_report(self) -> dict[str, Any]:
+        """The interpreter's report (per delegate: nodes, partitions, reasons; the choice and
+        its figures), with ``compiled_model``: the hardware asked for, the kinds delegates were
+        taken from, and the options kept but unused."""
+        state = self._state()
+        report = state.interpreter.delegation_report()
+        t = state.translation
+        report["compiled_model"] = {
+            "hardware_accel": [k.upper() for k in t.kinds],
+            "delegate_kinds": [k.upper() for k in t.delegate_kinds],
+            "cpu_reference_allowed": t.reference_allowed,
+            "fully_accelerated": self.is_fully_accelerated(),
+            "unused_options": list(t.unused),
+        }
+        return report
+
+    @property
+    def interpreter(self) -> Interpreter:
+        """The offload Interpreter behind this model (its plan, reports and profiles)."""
+        return self._state().interpreter
+
+
+def _checked(ex: Executor, t: int, buffer: Any, name: str, what: str) -> np.ndarray:
+    """The buffer's array shaped as tensor ``t`` (a view), once its dtype and size fit."""
+    if not isinstance(buffer, TensorBuffer):
+        raise TensorTypeError(
+            f"{what} {name!r}: expected a TensorBuffer, found {type(buffer).__name__}"
+        )
+    array = buffer._data(f"{what} {name!r}")
+    tensor = ex.subgraph.tensors[t]
+    shape = tuple(ex.shapes[t])
+    if array.dtype != tensor.dtype:
+        raise TensorTypeError(
+            f"{what} {name!r}: expected a {np.dtype(tensor.dtype)} buffer, found {array.dtype}"
+        )
+    if array.size != math.prod(shape):
+        raise TensorShapeError(
+            f"{what} {name!r}: expected a buffer of {math.prod(shape)} elements (shape "
+            f"{list(shape)}), found {array.size} (shape {list(array.shape)}); after a resize, "
+            "make new buffers"
+        )
+    return array if array.shape == shape else array.reshape(shape)

@@ -1,0 +1,242 @@
+"""offload.CompiledModel on its own: hardware kinds, options, and bad input as typed errors.
+
+These need no engine: the CPU set always has the CPU reference, and the checks of buffers,
+signatures and options are offload's. Comparisons with LiteRT are in
+test_compiled_model_parity.py; the GPU set on an OpenCL device in tests/opencl.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import offload
+from offload import compiled_model as cm
+from offload.errors import (
+    CapabilityDeclarationError,
+    CpuFallbackError,
+    InterpreterStateError,
+    SignatureError,
+    TensorShapeError,
+    TensorTypeError,
+    UsageError,
+)
+from tests._models import FIXTURES, relative_error
+
+MODEL = FIXTURES / "small_cnn_float32.tflite"
+
+
+@pytest.fixture(autouse=True)
+def _static_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OFFLOAD_AUTO_BUDGET_S", "0")
+
+
+@pytest.fixture
+def model() -> cm.CompiledModel:
+    return cm.CompiledModel.from_file(str(MODEL))
+
+
+def _reference(x: np.ndarray) -> np.ndarray:
+    it = offload.Interpreter(model_path=str(MODEL), delegates=[])
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def _image(seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).random((1, 64, 64, 3), dtype=np.float32)
+
+
+def test_cpu_set_runs_and_agrees_with_the_reference(model: cm.CompiledModel):
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    x = _image()
+    ins[0].write(x)
+    model.run_by_index(0, ins, outs)
+    got = outs[0].read(64 * 64 * 3, np.float32).reshape(1, 64, 64, 3)
+    assert relative_error(got, _reference(x)) <= 1e-4
+    # A second write into the same buffer is what the next run reads: the buffer is the
+    # model's input array, not a copy taken at creation.
+    y = _image(1)
+    ins[0].write(y)
+    model.run_by_index(0, ins, outs)
+    assert (
+        relative_error(outs[0].read(64 * 64 * 3, np.float32).reshape(y.shape), _reference(y))
+        <= 1e-4
+    )
+
+
+def test_reference_kernel_mode_runs_the_cpu_reference_alone():
+    options = cm.Options(
+        cm.HardwareAccelerator.CPU,
+        cpu_options=cm.CpuOptions(kernel_mode=cm.CpuKernelMode.REFERENCE),
+    )
+    model = cm.CompiledModel.from_file(str(MODEL), options=options)
+    report = model.delegation_report()
+    assert report["delegates"] == {}
+    assert report["compiled_model"]["delegate_kinds"] == []
+    assert model.is_fully_accelerated() is False  # every node on the CPU reference
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    x = _image(2)
+    ins[0].write(x)
+    model.run_by_index(0, ins, outs)
+    np.testing.assert_array_equal(outs[0].read(12288, np.float32).reshape(x.shape), _reference(x))
+
+
+def test_npu_alone_is_litert_s_error_with_reasons_per_node():
+    """No NPU delegate here (Core ML runs on macOS only): LiteRT's message, and why not."""
+    with pytest.raises(CpuFallbackError) as info:
+        cm.CompiledModel.from_file(str(MODEL), hardware_accel=cm.HardwareAccelerator.NPU)
+    text = str(info.value)
+    assert text.startswith("Some ops are not accelerated. Add kLiteRtHwAcceleratorCpu")
+    assert "hardware_accel=NPU" in text
+    assert "CONV_2D x" in text  # per op, with the count of nodes
+    assert isinstance(info.value, RuntimeError)  # what LiteRT raises
+
+
+def test_unused_options_are_kept_and_reported():
+    options = cm.Options(
+        cm.HardwareAccelerator.CPU,
+        cpu_options=cm.CpuOptions(num_threads=2, enable_ynnpack=True),
+        gpu_options=cm.GpuOptions(benchmark_mode=True),
+        qualcomm_options=cm.QualcommOptions(log_level=cm.QualcommOptions.LOG_LEVEL.INFO),
+    )
+    with pytest.warns(UserWarning, match="kept and unused: cpu_options.enable_ynnpack=True"):
+        model = cm.CompiledModel.from_file(str(MODEL), options=options)
+    unused = model.delegation_report()["compiled_model"]["unused_options"]
+    assert unused[0] == "cpu_options.enable_ynnpack=True"
+    assert any(u.startswith("gpu_options.benchmark_mode=True") for u in unused)
+    assert any(u.startswith("qualcomm_options.log_level=") for u in unused)
+
+
+def test_options_are_read_as_the_delegates_options():
+    translation = cm.Options(
+        cm.HardwareAccelerator.CPU | cm.HardwareAccelerator.GPU,
+        cpu_options=cm.CpuOptions(num_threads=3, kernel_mode=cm.CpuKernelMode.BUILTIN),
+        gpu_options=cm.GpuOptions(enforce_f32=True),
+        intel_openvino_options=cm.IntelOpenVinoOptions(
+            performance_mode=cm.IntelOpenVinoOptions.PERFORMANCE_MODE.THROUGHPUT
+        ),
+    )
+    from offload._compiled_options import translate
+
+    t = translate(translation)
+    assert t.kinds == ("cpu", "gpu") and t.reference_allowed
+    assert t.num_threads == 3
+    assert t.kind_options["gpu"] == {"precision_loss_allowed": False}
+    assert t.delegate_options == {
+        "litert": {"kernels": "builtin"},
+        "openvino": {"performance_hint": "THROUGHPUT"},
+    }
+    assert t.unused == []
+    # LiteRT's default GPU options let the GPU compute in float16.
+    assert translate(cm.Options(cm.HardwareAccelerator.GPU)).precision_loss_allowed
+
+
+def test_capabilities_hardware_defaults_to_cpu_and_is_checked():
+    """A declaration written before the field keeps loading, as a CPU delegate."""
+    caps = offload.Capabilities(
+        ops=(offload.OpCapability(op="ADD"),),
+        model_types=dict.fromkeys(
+            ("float32", "float16", "dynamic_range", "int8", "qat"),
+            offload.ModelTypeSupport(support="yes"),
+        ),
+    )
+    assert caps.hardware == "cpu"
+    with pytest.raises(CapabilityDeclarationError, match="hardware"):
+        offload.Capabilities(ops=(), model_types=caps.model_types, hardware="tpu")
+    assert offload.Delegate.options_for_hardware.__func__  # documented hook, a classmethod
+    dummy = offload.load_delegate("dummy")
+    assert type(dummy).options_for_hardware("cpu") == {}
+    assert type(dummy).options_for_hardware("gpu") is None
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def test_buffers_of_the_wrong_size_or_dtype(model: cm.CompiledModel):
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    with pytest.raises(TensorTypeError, match="expected dtype float32, found float64"):
+        ins[0].write(np.zeros((1, 64, 64, 3)))
+    with pytest.raises(TensorShapeError, match="expected 12288 elements"):
+        ins[0].write(np.zeros(5, np.float32))
+    with pytest.raises(TensorTypeError, match="expects a numpy array, found list"):
+        ins[0].write([1.0])  # type: ignore[arg-type]
+    small = cm.TensorBuffer.create_from_host_memory(np.zeros(7, np.float32))
+    with pytest.raises(TensorShapeError, match="expected a buffer of 12288 elements"):
+        model.run_by_index(0, [small], outs)
+    ints = cm.TensorBuffer.create_from_host_memory(np.zeros(12288, np.int8))
+    with pytest.raises(TensorTypeError, match="expected a float32 buffer, found int8"):
+        model.run_by_index(0, [ints], outs)
+    with pytest.raises(TensorTypeError, match="expected a TensorBuffer"):
+        model.run_by_index(0, [np.zeros(12288, np.float32)], outs)
+    with pytest.raises(TensorShapeError, match="C-contiguous"):
+        cm.TensorBuffer.create_from_host_memory(np.zeros((4, 4), np.float32)[:, ::2])
+
+
+def test_read_checks_count_and_dtype(model: cm.CompiledModel):
+    out = model.create_output_buffers(0)[0]
+    with pytest.raises(TensorShapeError, match=r"count of elements in 0\.\.12288, found 12289"):
+        out.read(12289, np.float32)
+    with pytest.raises(TensorShapeError, match="found -1"):
+        out.read(-1, np.float32)
+    with pytest.raises(TensorTypeError, match="holds float32, found output_dtype int8"):
+        out.read(3, np.int8)
+    with pytest.raises(TensorTypeError, match="unsupported dtype"):
+        out.read(3, np.complex128)
+    assert out.read(3, np.float32).shape == (3,)
+
+
+def test_signatures_that_do_not_exist(model: cm.CompiledModel):
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    with pytest.raises(SignatureError, match="signature index 1 is out of range"):
+        model.run_by_index(1, ins, outs)
+    with pytest.raises(SignatureError, match="out of range"):
+        model.get_signature_by_index(5)  # LiteRT's own check aborts the process here
+    with pytest.raises(SignatureError, match="Signature not found: 'nope'"):
+        model.run_by_name("nope", {}, {})
+    with pytest.raises(SignatureError, match="Signature not found"):
+        model.get_input_tensor_details("nope")
+    with pytest.raises(SignatureError, match="has 1 input"):
+        model.run_by_index(0, [], outs)
+    with pytest.raises(SignatureError, match=r"expected input buffers for \['image'\]"):
+        model.run_by_name("serving_default", {"imagex": ins[0]}, {"mask": outs[0]})
+    with pytest.raises(SignatureError, match="has no input 'nope'"):
+        model.create_input_buffer_by_name("serving_default", "nope")
+    with pytest.raises(SignatureError, match="expected an index in 0..0"):
+        model.get_input_buffer_requirements(3)
+    with pytest.raises(SignatureError, match="expected an input index"):
+        model.resize_input_tensor(4, [1, 2, 3, 4])
+    with pytest.raises(TensorShapeError, match="strict resize"):
+        model.resize_input_tensor(0, [2, 64, 64, 3])
+    with pytest.raises(TensorShapeError, match="expected 4 non-negative dimensions"):
+        model.resize_input_tensor(0, [1, 64], strict=False)
+
+
+def test_a_closed_model_and_a_destroyed_buffer(model: cm.CompiledModel):
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    with cm.CompiledModel.from_file(str(MODEL)) as other:
+        assert other.get_num_signatures() == 1
+    with pytest.raises(InterpreterStateError, match="closed"):
+        other.get_num_signatures()
+    model.close()
+    with pytest.raises(InterpreterStateError, match="the CompiledModel is closed"):
+        model.run_by_index(0, ins, outs)
+    ins[0].destroy()
+    with pytest.raises(InterpreterStateError, match="destroyed"):
+        ins[0].write(_image())
+
+
+def test_bad_arguments_to_from_file():
+    with pytest.raises(UsageError, match="either options or hardware_accel"):
+        cm.CompiledModel.from_file(
+            str(MODEL), hardware_accel=cm.HardwareAccelerator.CPU, options=cm.Options()
+        )
+    with pytest.raises(UsageError, match="found 8"):
+        cm.CompiledModel.from_file(str(MODEL), hardware_accel=8)
+    with pytest.raises(UsageError, match="found 'GPU'"):
+        cm.CompiledModel.from_file(str(MODEL), hardware_accel="GPU")
+    with pytest.raises(offload.errors.ModelLoadError):
+        cm.CompiledModel.from_buffer(b"garbage" * 10)
+    with pytest.raises(UsageError, match="made by CompiledModel.from_file"):
+        cm.CompiledModel(object(), None)

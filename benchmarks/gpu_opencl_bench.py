@@ -110,7 +110,7 @@ def main() -> None:
         t = {
             "litert_1t": median_time(litert_runner(path, x, 1), args.repeats),
             "litert_2t": median_time(litert_runner(path, x, 2), args.repeats),
-            "cpu_ref": median_time(offload_runner(path, x, None), args.repeats),
+            "cpu_ref": median_time(offload_runner(path, x, []), args.repeats),
             "gpu_f32": median_time(offload_runner(path, x, [gpu32]), args.repeats),
             "gpu_f16": median_time(offload_runner(path, x, [gpu16]), args.repeats),
         }

@@ -62,8 +62,10 @@ DIFFERENCES: dict[str, str] = {
         "load_delegate('lib.so') and applied by LiteRT through the litert delegate."
     ),
     "Interpreter.__init__(num_threads)": (
-        "accepted; the CPU reference runs on numpy's own threads, and engine delegates read "
-        "their thread count from their options."
+        "accepted; the CPU reference runs on numpy's own threads; the delegates offload "
+        "chooses itself (the default, delegates='auto') get it as their num_threads option "
+        "where they have one (litert, openvino), and a delegate named or passed in keeps "
+        "the thread count of its own options."
     ),
     "Interpreter.__init__(experimental_op_resolver_type)": (
         "offload has one set of CPU kernels, the numpy reference, which follows LiteRT's "

@@ -172,7 +172,7 @@ def test_a_partition_openvino_refuses_falls_back_with_its_message(
         UserWarning, match="'openvino' failed to prepare partition 0.*OpenVINO could not convert"
     ):
         interp.allocate_tensors()
-    cpu = offload.Interpreter(model_path=path, experimental_delegates=[])
+    cpu = offload.Interpreter(model_path=path, delegates=[])
     cpu.allocate_tensors()
     arrays = inputs(cpu, 0)
     for got, want in zip(run(interp, arrays), run(cpu, arrays)):

@@ -10,7 +10,7 @@ from typing import Literal
 
 import offload
 from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport
-from offload_gpu_opencl._device import probe
+from offload_gpu_opencl._device import open_device, probe
 from offload_gpu_opencl._kernel import GpuKernel
 from offload_gpu_opencl._ops import SPECS, capabilities_ops
 
@@ -84,6 +84,16 @@ class GpuOpenCLDelegate(Delegate):
     @property
     def capabilities(self) -> Capabilities:
         return _CAPS[self.options.enable_quant]
+
+    def identity(self) -> dict[str, str]:
+        """The OpenCL device these options select and its driver, so that a choice "auto"
+        measured on one device or driver is measured again on another. The device is opened
+        once per process (the handles are shared), so a later call only reads names."""
+        try:
+            handle = open_device(self.options.platform, self.options.device)
+        except Exception as exc:  # the choice records why, rather than failing
+            return {"device": "none", "driver": f"{type(exc).__name__}: {exc}"}
+        return {"device": handle.name, "driver": handle.driver}
 
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         # The op's own check: constant weights, its shape rule (omitted inputs, strides,

@@ -5,7 +5,13 @@ The public API is what ``__all__`` lists; everything in underscore modules is pr
 
 from offload import cache, compiled_model, errors, geometry, interpreter, quant
 from offload._auto_cache import clear_auto_cache
-from offload._capabilities import Capabilities, ModelTypeSupport, OpCapability
+from offload._capabilities import (
+    Capabilities,
+    DTypeName,
+    HardwareKind,
+    ModelTypeSupport,
+    OpCapability,
+)
 from offload._compiled_model import CompiledModel, TensorBuffer
 from offload._compiled_options import HardwareAccelerator
 from offload._delegate import (
@@ -46,8 +52,10 @@ __all__ = [
     "DelegateOptions",
     "DelegateProvider",
     "DeviceProfile",
+    "DTypeName",
     "ExportedPartition",
     "HardwareAccelerator",
+    "HardwareKind",
     "Interpreter",
     "KernelTiming",
     "LiteRTPatch",

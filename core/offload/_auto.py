@@ -144,7 +144,7 @@ def _variants(
     of no kind when any hardware goes), or ([], why none) ."""
     if settings.hardware is None:
         return [(None, {})], ""
-    variants = []
+    variants: list[tuple[str | None, dict[str, Any]]] = []
     for kind in settings.hardware:
         try:
             options = cls.options_for_hardware(kind)

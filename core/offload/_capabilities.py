@@ -36,6 +36,7 @@ __all__ = [
     "Capabilities",
     "check_node",
     "DTYPE_NAMES",
+    "DTypeName",
     "HARDWARE_KINDS",
     "HardwareKind",
     "FUSED_ACTIVATION_NAMES",
@@ -55,7 +56,8 @@ DTYPE_NAMES = (
 )
 HardwareKind = Literal["cpu", "gpu", "npu"]
 HARDWARE_KINDS: tuple[HardwareKind, ...] = ("cpu", "gpu", "npu")
-DType = Literal[
+# The dtype names a declaration uses (numpy's, "bool" for np.bool_).
+DTypeName = Literal[
     "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"
 ]
 _BUILTIN_NAMES = set(BUILTIN_OPCODE2NAME.values())
@@ -169,12 +171,12 @@ class OpCapability(_Frozen):
 
     op: str
     versions: tuple[int, int] = (1, 1)
-    dtypes: tuple[DType, ...] = ("float32",)
-    output_dtypes: tuple[DType, ...] | None = None
+    dtypes: tuple[DTypeName, ...] = ("float32",)
+    output_dtypes: tuple[DTypeName, ...] | None = None
     max_rank: NonNegativeInt | None = None
     fused_activations: tuple[str, ...] | None = None
     constant_inputs: tuple[NonNegativeInt, ...] = ()
-    constant_dtypes: tuple[DType, ...] | None = None
+    constant_dtypes: tuple[DTypeName, ...] | None = None
     max_inputs: NonNegativeInt | None = None
     broadcast: bool = True
     options: dict[str, Any] = Field(default_factory=dict)
@@ -393,10 +395,11 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
     if cap.max_inputs is not None and present > cap.max_inputs:
         return f"max_inputs: {present} inputs, at most {cap.max_inputs} supported"
     for pos in cap.constant_inputs:
-        if pos < len(inputs) and inputs[pos] is not None and not inputs[pos].is_constant:
+        given = inputs[pos] if pos < len(inputs) else None
+        if given is not None and not given.is_constant:
             return f"constant_inputs: input {pos} must be a constant, found a runtime tensor"
-        if cap.constant_dtypes is not None and pos < len(inputs) and inputs[pos] is not None:
-            name = _dtype_name(inputs[pos].dtype)
+        if cap.constant_dtypes is not None and given is not None:
+            name = _dtype_name(given.dtype)
             if name not in cap.constant_dtypes:
                 return (
                     f"constant_dtypes: input {pos} is {name}, supported {list(cap.constant_dtypes)}"

@@ -687,6 +687,8 @@ class CompiledModel:
             ex.invoke()
             for (name, t), target in zip(sig.outputs, targets):
                 value = ex.buffers[t]
+                if value is None:  # outputs are kept by the executor: a bug if not
+                    raise InterpreterStateError(f"output {name!r} has no value after the run")
                 if value.size != target.size:  # a shape only this run's values decided
                     raise TensorShapeError(
                         f"output {name!r}: this run gave shape {list(value.shape)} "

@@ -438,10 +438,8 @@ class Executor:
         sg = self.subgraph
         for t in sg.tensors:
             if t.is_variable:
-                if (
-                    self.buffers[t.index] is None
-                    or self.buffers[t.index].shape != self.shapes[t.index]
-                ):
+                held = self.buffers[t.index]
+                if held is None or held.shape != self.shapes[t.index]:
                     self.buffers[t.index] = variable_initial_value(t, self.shapes[t.index])
             elif t.is_constant:
                 if t.sparsity is None and t.dtype != np.dtype(object):

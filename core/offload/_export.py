@@ -462,7 +462,7 @@ def _digest(array: np.ndarray) -> bytes:
     if array.dtype.hasobject:
         return hashlib.sha256(array.tobytes()).digest()
     # hashlib reads the array's memory in place (no copy) and releases the GIL meanwhile.
-    return hashlib.sha256(array.reshape(-1).view(np.uint8)).digest()
+    return hashlib.sha256(array.reshape(-1).view(np.uint8).data).digest()
 
 
 # Constants at least this large are hashed on a thread pool (hashlib runs without the GIL).

@@ -115,6 +115,6 @@ def fold_constants(subgraph: Subgraph, max_tensor_bytes: int | None = None) -> F
     if not nodes:
         return Folding(subgraph, ())
     replaced = list(tensors)
-    for t, value in folded.items():
-        replaced[t] = dataclasses.replace(tensors[t], data=value)
+    for index, value in folded.items():
+        replaced[index] = dataclasses.replace(tensors[index], data=value)
     return Folding(dataclasses.replace(subgraph, tensors=tuple(replaced)), tuple(nodes))

@@ -163,6 +163,11 @@ class Node:
     def is_custom(self) -> bool:
         return self.custom_code is not None
 
+    @property
+    def op_name(self) -> str:
+        """What reports group the node under: its builtin op, or a custom op's custom code."""
+        return self.custom_code if self.custom_code is not None else self.op
+
     def describe(self) -> str:
         """``CONV_2D v3 (node 12)``: how errors and reports name a node."""
         name = f"custom op {self.custom_code!r}" if self.is_custom else f"{self.op} v{self.version}"
@@ -256,6 +261,6 @@ class Model:
         counts: dict[str, int] = {}
         for sg in self.subgraphs:
             for node in sg.nodes:
-                key = node.custom_code if node.is_custom else node.op
+                key = node.op_name
                 counts[key] = counts.get(key, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))

@@ -170,7 +170,7 @@ def delegate_profiles(
                 acc["ms"] += k.device_ms / prof.invokes
                 acc["fl"] += k.flops / prof.invokes
         busy = sum(acc["ms"] for acc in families.values())
-        kernel_rows = [
+        kernel_rows: list[dict[str, Any]] = [
             {
                 "family": family,
                 "kind": kind,

@@ -72,7 +72,7 @@ class Plan:
         nodes = self.subgraph.nodes
         for n in self.fallback_nodes():
             node = nodes[n]
-            key = node.custom_code if node.is_custom else node.op
+            key = node.op_name
             entry = summary.setdefault(key, {"count": 0, "reasons": {}})
             entry["count"] += 1
             for delegate in self.delegates:
@@ -177,13 +177,11 @@ def make_plan(
                     reason = f"is_node_supported raised {type(exc).__name__}: {exc}"
                 if reason:
                     reasons[node.index] = reason
-        groups = group_units(
-            subgraph,
-            units,
-            lambda u, r=reasons: (
-                u.owner is None and u.nodes[0] not in r and u.nodes[0] not in state_init
-            ),
-        )
+
+        def unclaimed(u: Any, r: dict[int, str] = reasons) -> bool:
+            return u.owner is None and u.nodes[0] not in r and u.nodes[0] not in state_init
+
+        groups = group_units(subgraph, units, unclaimed)
         kept = _apply_limits(groups, units, delegate, reasons)
         node_reasons[name] = reasons
         if kept:

@@ -142,4 +142,4 @@ def splitting_ops(plan: Plan, limit: int = 4) -> str:
 
 def _op_of(plan: Plan, n: int) -> str:
     node = plan.subgraph.nodes[n]
-    return node.custom_code if node.is_custom else node.op
+    return node.op_name

@@ -315,12 +315,12 @@ def _providers_of(
                     f"{where}: {flag.flag} sets option {flag.option!r}, which delegate "
                     f"{provider.delegate!r} does not have (its options: {sorted(fields)})"
                 )
-        for flag in (provider.enable_flag, *(f.flag for f in provider.flags)):
-            if flag in taken:
+        for name in (provider.enable_flag, *(f.flag for f in provider.flags)):
+            if name in taken:
                 raise CapabilityDeclarationError(
-                    f"{where}: flag {flag} is already added for delegate {taken[flag]!r}"
+                    f"{where}: flag {name} is already added for delegate {taken[name]!r}"
                 )
-            taken[flag] = provider.delegate
+            taken[name] = provider.delegate
         providers.append(provider)
     return providers
 

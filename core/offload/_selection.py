@@ -102,8 +102,8 @@ class DelegateSelection:
             if isinstance(delegates, str):
                 named.append(load_delegate(delegates))
             elif delegates is not None:
-                for d in delegates:
-                    named.append(d if isinstance(d, Delegate) else load_delegate(d))
+                for item in delegates:
+                    named.append(item if isinstance(item, Delegate) else load_delegate(item))
             if named:
                 self._set("explicit", named, "named by the program")
             else:

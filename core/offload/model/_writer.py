@@ -175,7 +175,8 @@ def _write_operator(b: flatbuffers.Builder, op: OperatorSpec) -> int:
     inputs = _int_vector(b, op.inputs)
     outputs = _int_vector(b, op.outputs)
     intermediates = _int_vector(b, op.intermediates) if op.intermediates else None
-    options = _write_options(b, op.options_type, op.options) if op.options_type else None
+    options_type = op.options_type
+    options = _write_options(b, options_type, op.options) if options_type else None
     custom = (
         b.CreateNumpyVector(np.frombuffer(op.custom_options, np.uint8))
         if op.custom_options
@@ -185,11 +186,11 @@ def _write_operator(b: flatbuffers.Builder, op: OperatorSpec) -> int:
     tflite.OperatorAddOpcodeIndex(b, op.opcode)
     tflite.OperatorAddInputs(b, inputs)
     tflite.OperatorAddOutputs(b, outputs)
-    if options is not None and op.options_type in OPTION2_TYPES:
-        tflite.OperatorAddBuiltinOptions2Type(b, OPTION2_TYPES[op.options_type])
+    if options is not None and options_type in OPTION2_TYPES:
+        tflite.OperatorAddBuiltinOptions2Type(b, OPTION2_TYPES[options_type])
         tflite.OperatorAddBuiltinOptions2(b, options)
-    elif options is not None:
-        tflite.OperatorAddBuiltinOptionsType(b, OPTION_TYPES[op.options_type])
+    elif options is not None and options_type:
+        tflite.OperatorAddBuiltinOptionsType(b, OPTION_TYPES[options_type])
         tflite.OperatorAddBuiltinOptions(b, options)
     if custom is not None:
         tflite.OperatorAddCustomOptions(b, custom)

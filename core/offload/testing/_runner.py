@@ -21,12 +21,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from offload._capabilities import Capabilities, check_node
 from offload._delegate import Delegate
+from offload._graph import ModelType
 from offload._interpreter import Interpreter
 from offload._plan import Plan
 from offload.testing._cases import CASES, KIT_GAPS, OpCase, build_case
@@ -137,7 +138,7 @@ def _without_partition_limits(delegate: Delegate) -> Delegate:
 
 def _declared_reason(capabilities: Capabilities, plan: Plan) -> str | None:
     """Why the declaration alone rejects the case's node, or None if it accepts it."""
-    support = capabilities.model_types.get(plan.model_type)
+    support = capabilities.model_types.get(cast(ModelType, plan.model_type))
     if support is not None and support.support == "no":
         why = f" ({support.reason})" if support.reason else ""
         return f"declares no support for {plan.model_type} models{why}"

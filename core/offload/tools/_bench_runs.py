@@ -134,7 +134,7 @@ def timed_loop(configs: Sequence[Config], args: argparse.Namespace, show: bool) 
     probe = MemoryProbe()
     for c in live:
         start = probe.start()
-        c.first_s = _invoke(c.interpreter)  # type: ignore[union-attr]
+        c.first_s = _invoke(c.interpreter)  # type: ignore[arg-type]  # live: not None
         c.memory["first_inference_peak_rss_rise"] = probe.rise(start)
     for c in live:
         t_end = time.perf_counter() + args.warmup_min_secs

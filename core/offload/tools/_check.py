@@ -88,7 +88,7 @@ def _missing_cpu_kernels(model: Model, plan: Plan) -> dict[str, str]:
     missing: dict[str, str] = {}
     for n in plan.cpu_nodes():
         node = model.main.nodes[n]
-        key = node.custom_code if node.is_custom else node.op
+        key = node.op_name
         if key in missing:
             continue
         try:

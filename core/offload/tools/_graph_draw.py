@@ -193,8 +193,8 @@ def plan_svg(plan: Plan, unavailable: dict[str, str] | None = None) -> str:
                 what.append(f"copied out of {da} partition {pa}")
             if pb is not None:
                 what.append(f"copied into {db} partition {pb}")
-            title = f"partition boundary: {label}, {_nbytes(sg, t)} bytes "
-            lines.append(_edge(d, title + " and ".join(what) + " per invoke", boundary=True))
+            boundary = f"partition boundary: {label}, {_nbytes(sg, t)} bytes "
+            lines.append(_edge(d, boundary + " and ".join(what) + " per invoke", boundary=True))
         else:
             lines.append(_edge(d, label))
     out += bands + lines
@@ -222,9 +222,9 @@ def plan_svg(plan: Plan, unavailable: dict[str, str] | None = None) -> str:
                 f" (unavailable here: {unavailable[delegate]})" if delegate in unavailable else ""
             )
             title.append(f"runs on: {delegate} partition {part}{status}")
-        for what, tensors in (("inputs", node.inputs), ("outputs", node.outputs)):
-            title.append(f"{what}: " + ", ".join(_tensor_label(sg, t) for t in tensors if t >= 0))
-        op = node.custom_code if node.is_custom else node.op
+        for side, tensors in (("inputs", node.inputs), ("outputs", node.outputs)):
+            title.append(f"{side}: " + ", ".join(_tensor_label(sg, t) for t in tensors if t >= 0))
+        op = node.op_name
         badge = f"#{n}" + (f" · P{part}" if part is not None else "")
         out.append(
             f'<g class="node" data-node="{n}" data-delegate="{_esc(delegate)}">'
@@ -289,7 +289,7 @@ def plan_html(report: dict[str, Any], plan: Plan, unavailable: dict[str, str] | 
         f"{model['subgraphs']} subgraph(s).</p>",
         "<h2>Partition plan</h2>",
     ]
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for name, d in report["plan"]["delegates"].items():
         swatch = f"<span class='swatch' style='background:{colours.get(name, CPU_COLOUR)}'></span>"
         rows.append(

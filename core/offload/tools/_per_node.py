@@ -294,8 +294,8 @@ def _run_litert(
         it.allocate_tensors()
     except (RuntimeError, ValueError) as exc:  # no reference to compare with: nothing to do
         raise UsageError(f"LiteRT cannot run {path!r}: {type(exc).__name__}: {exc}") from exc
-    for index, value in zip(subgraph.inputs, inputs):
-        it.set_tensor(index, value)
+    for index, array in zip(subgraph.inputs, inputs):
+        it.set_tensor(index, array)
     error: str | None = None
     unrun: set[int] = set()
     try:
@@ -340,8 +340,8 @@ def _run_offload(
         experimental_preserve_all_tensors=True,
     )
     it.allocate_tensors()
-    for index, value in zip(subgraph.inputs, inputs):
-        it.set_tensor(index, value)
+    for index, array in zip(subgraph.inputs, inputs):
+        it.set_tensor(index, array)
     error: str | None = None
     try:
         it.invoke()

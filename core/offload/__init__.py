@@ -39,6 +39,7 @@ from offload._plugins import list_delegates, list_plugins, load_delegate, reload
 from offload._providers import DelegateFlag, DelegateProvider
 from offload.hookspecs import hookimpl
 from offload.tools._per_node import NodeDiff, PerNodeDiff, TensorComparison, diff_per_node
+from offload.tools._sweep import SweepReport, SweepRow, SweepShard, sweep
 
 __version__ = "0.1.0"
 
@@ -71,6 +72,9 @@ __all__ = [
     "Plan",
     "SignatureRunner",
     "Subgraph",
+    "SweepReport",
+    "SweepRow",
+    "SweepShard",
     "Tensor",
     "TensorBuffer",
     "TensorComparison",
@@ -93,4 +97,5 @@ __all__ = [
     "patch_litert",
     "quant",
     "reload_plugins",
+    "sweep",
 ]

@@ -1,5 +1,5 @@
 """The ``offload`` command line: ``delegates``, ``check``, ``benchmark``, ``diff``, ``eval``,
-``demo``, ``run``.
+``demo``, ``run``, ``sweep``.
 
 Exit codes: 0 success; 1 a check failed or a threshold was exceeded; 2 usage or bad input
 (every :class:`offload.errors.OffloadError` is printed as ``error: ...``, never a traceback).
@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from offload import _demo
 from offload._plugins import call_hook, plugin_manager
 from offload.errors import OffloadError
-from offload.tools import _benchmark, _check, _classify, _delegates, _diff, _run, _version
+from offload.tools import (
+    _benchmark,
+    _check,
+    _classify,
+    _delegates,
+    _diff,
+    _run,
+    _sweep,
+    _version,
+)
 from offload.tools._common import EXIT_USAGE
 
 __all__ = ["main", "build_parser"]
@@ -53,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _diff.add_parser(sub)
     _classify.add_parser(sub)
     _run.add_parser(sub)
+    _sweep.add_parser(sub)
     demo = sub.add_parser(
         "demo",
         help="build a small model with the builder and run it "

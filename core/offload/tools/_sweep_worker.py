@@ -1,0 +1,276 @@
+"""What a sweep worker does, in either engine: load one model under every configuration once,
+then run shards of items through all of them.
+
+One worker holds every configuration of its model, the reference among them, and runs each
+item through all of them in turn: outputs are compared with the reference's where they were
+computed, so only per-item figures leave the worker, never output arrays, and configurations
+share the machine's slow moments alike (as ``offload benchmark --compare`` interleaves them).
+Every figure that is not a time depends only on the item and the model, never on the worker
+or on which items it ran before (state is reset per item in stateful models), which is what
+makes the two engines agree.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from offload._interpreter import Interpreter
+from offload.errors import DelegateUnavailableError, OffloadError, PluginError
+from offload.tools._common import ConfigSpec
+from offload.tools._per_node import compare_tensors
+from offload.tools._sweep_data import DataSpec, Item, item_inputs
+
+__all__ = ["ModelTask", "ConfigInfo", "SweepShard", "ModelRunner", "run_shard", "TOP_K"]
+
+TOP_K = 5
+
+# Runners constructed in this process, per model path: what the one-load-per-worker rule is
+# checked against (a runner reloaded per shard or per batch would count up here).
+_PROCESS_LOADS: collections.Counter[str] = collections.Counter()
+
+
+@dataclass(frozen=True)
+class ModelTask:
+    """Everything a worker needs to load one model under every configuration."""
+
+    model_index: int
+    model_path: str
+    configs: tuple[ConfigSpec, ...]
+    reference: int  # index into configs
+    data: DataSpec
+    num_threads: int | None = None
+    auto_budget_s: float | None = None
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.model_index, self.model_path, self.configs, self.reference, self.data)
+
+
+@dataclass
+class ConfigInfo:
+    """One configuration as this worker loaded it."""
+
+    status: str  # "ok", "failed" (to load) or "unavailable"
+    reason: str = ""
+    init_s: float = float("nan")
+    memory_bytes: int = 0
+    delegates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    nodes: dict[str, int] = field(default_factory=dict)  # per delegate, "cpu" included
+
+
+@dataclass
+class SweepShard:
+    """A shard's figures: one entry per item and configuration, and who computed them."""
+
+    model_index: int
+    worker: str
+    pid: int
+    process_loads: int
+    configs: list[ConfigInfo]
+    # Per item: (index, input error or None, one dict of figures per configuration).
+    items: list[tuple[int, str | None, list[dict[str, Any]]]]
+
+
+def _describe(exc: BaseException) -> str:
+    # offload's own errors say what went wrong in words; anything else is named by its type.
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, OffloadError) else f"{type(exc).__name__}: {text}"
+
+
+class ModelRunner:
+    """One model under every configuration of a task, loaded once, run item by item."""
+
+    def __init__(self, task: ModelTask) -> None:
+        _PROCESS_LOADS[task.model_path] += 1
+        self.task = task
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self.interpreters: list[Interpreter | None] = []
+        self.infos: list[ConfigInfo] = []
+        for spec in task.configs:
+            it, info = self._load(spec)
+            self.interpreters.append(it)
+            self.infos.append(info)
+        live = next((it for it in self.interpreters if it is not None), None)
+        self.details = [] if live is None else live.get_input_details()
+        self.outputs = [] if live is None else [d["index"] for d in live.get_output_details()]
+        self.stateful = live is not None and any(t.is_variable for t in live.model.main.tensors)
+        self.warmed = False
+
+    def _load(self, spec: ConfigSpec) -> tuple[Interpreter | None, ConfigInfo]:
+        kwargs: dict[str, Any] = {"num_threads": self.task.num_threads}
+        if self.task.auto_budget_s is not None:
+            kwargs["auto_budget_s"] = self.task.auto_budget_s
+        try:
+            delegates = spec.interpreter_delegates()
+        except (DelegateUnavailableError, PluginError) as exc:
+            return None, ConfigInfo("unavailable", str(exc))
+        except Exception as exc:
+            return None, ConfigInfo("failed", f"configuration did not load: {_describe(exc)}")
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                # A delegate that falls back is in the row's plan; its warning is noise here.
+                warnings.simplefilter("ignore")
+                it = Interpreter(model_path=self.task.model_path, delegates=delegates, **kwargs)
+                it.allocate_tensors()
+        except Exception as exc:
+            return None, ConfigInfo(
+                "failed", f"did not load under this configuration: {_describe(exc)}"
+            )
+        init_s = time.perf_counter() - t0
+        report = it.memory_report()
+        memory = sum(
+            report[k]
+            for k in ("tensors", "arena", "cpu_kernel_buffers", "delegate_buffers")
+            if k in report
+        ) + report.get("cpu_kernel_scratch", 0)
+        plan = it.plan()
+        nodes = {name: len(plan.nodes_of(name)) for name in plan.delegates}
+        nodes["cpu"] = len(plan.cpu_nodes())
+        used = [(d.name, d.options.model_dump(exclude_defaults=True)) for d in it.delegates]
+        return it, ConfigInfo("ok", "", init_s, int(memory), used, nodes)
+
+    def _invoke(self, it: Interpreter, inputs: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
+        if self.stateful:
+            it.reset_all_variables()
+        for d, value in zip(self.details, inputs):
+            it.set_tensor(d["index"], value)
+        t0 = time.perf_counter()
+        it.invoke()
+        elapsed = time.perf_counter() - t0
+        return elapsed, [it.get_tensor(t) for t in self.outputs]
+
+    def run(self, items: list[Item]) -> SweepShard:
+        rows: list[tuple[int, str | None, list[dict[str, Any]]]] = []
+        for item in items:
+            try:
+                inputs = item_inputs(self.task.data, item, self.details)
+            except Exception as exc:
+                rows.append((item.index, str(exc), []))
+                continue
+            if not self.warmed:
+                self._warm_up(inputs)
+            rows.append((item.index, None, self._run_item(item, inputs)))
+        return SweepShard(
+            self.task.model_index,
+            self.worker,
+            os.getpid(),
+            _PROCESS_LOADS[self.task.model_path],
+            self.infos,
+            rows,
+        )
+
+    def _warm_up(self, inputs: list[np.ndarray]) -> None:
+        # The first invoke pays for lazy work (page faults, engine compilation, caches): it is
+        # init, not latency, as benchmark_model's warm-up runs are.
+        self.warmed = True
+        for it in self.interpreters:
+            if it is not None:
+                try:
+                    self._invoke(it, inputs)
+                except Exception:  # reported by the item that runs next
+                    pass
+
+    def _run_item(self, item: Item, inputs: list[np.ndarray]) -> list[dict[str, Any]]:
+        results: list[dict[str, Any] | None] = [None] * len(self.interpreters)
+        outputs: list[list[np.ndarray] | None] = [None] * len(self.interpreters)
+        for k, it in enumerate(self.interpreters):
+            if it is None:
+                results[k] = {"error": "not loaded"}
+                continue
+            try:
+                latency, outputs[k] = self._invoke(it, inputs)
+            except Exception as exc:
+                results[k] = {"error": _describe(exc)}
+                continue
+            results[k] = {"error": None, "latency_s": latency, **_top_k(outputs[k], item.label)}
+        ref = outputs[self.task.reference]
+        for k, out in enumerate(outputs):
+            if out is not None and ref is not None and results[k] is not None:
+                results[k].update(_agreement(ref, out))  # type: ignore[union-attr]
+        return [r if r is not None else {"error": "not run"} for r in results]
+
+
+def _top_k(outputs: list[np.ndarray], label: int) -> dict[str, Any]:
+    """Top-k classes of the first output (integer codes rank as their dequantized values)."""
+    if not outputs or outputs[0].size == 0 or outputs[0].dtype.kind not in "fiub":
+        return {"top": []}
+    scores = outputs[0].reshape(-1)
+    scores = scores.astype(np.float64 if scores.dtype.kind == "f" else np.int64)
+    top = [int(c) for c in np.argsort(-scores, kind="stable")[:TOP_K]]
+    result: dict[str, Any] = {"top": top}
+    if label >= 0:
+        result["hit1"] = top[0] == label
+        result["hit5"] = label in top
+    return result
+
+
+def _agreement(ref: list[np.ndarray], out: list[np.ndarray]) -> dict[str, Any]:
+    """This item's error against the reference, over every output: floats in their units and
+    relative to the largest reference magnitude, integer outputs in quantization steps."""
+    max_error = mean_error = rel = max_steps = mean_steps = None
+    float_sum = float_count = step_sum = step_count = 0.0
+    notes = []
+    for k, (a, b) in enumerate(zip(ref, out)):
+        c = compare_tensors(a, b, float("inf"), 2**62)
+        if c.note:
+            notes.append(f"output {k}: {c.note}")
+            continue
+        if c.kind == "float" and c.max_error is not None:
+            max_error = max(max_error or 0.0, c.max_error)
+            rel = max(rel or 0.0, c.relative_error or 0.0)
+            with np.errstate(invalid="ignore", over="ignore"):
+                float_sum += float(np.abs(a.astype(np.float64) - b.astype(np.float64)).sum())
+            float_count += a.size
+        elif c.kind == "integer" and c.max_error is not None:
+            max_steps = max(max_steps or 0, int(c.max_error))
+            step_sum += float(np.abs(a.astype(np.int64) - b.astype(np.int64)).sum())
+            step_count += a.size
+    if float_count:
+        mean_error = float_sum / float_count
+    if step_count:
+        mean_steps = step_sum / step_count
+    agree = None
+    if ref and out and ref[0].size and ref[0].shape == out[0].shape:
+        agree = bool(np.argmax(ref[0].reshape(-1)) == np.argmax(out[0].reshape(-1)))
+    return {
+        "max_error": max_error,
+        "mean_error": mean_error,
+        "rel_error": rel,
+        "max_steps": max_steps,
+        "mean_steps": mean_steps,
+        "agree1": agree,
+        "note": "; ".join(notes),
+    }
+
+
+# -- the local engine's worker function ---------------------------------------------------------
+
+# A worker keeps the runners of the last few models it ran: shards are handed out model by
+# model, so each worker loads each model once, and memory stays bounded on long model lists.
+_RUNNERS: collections.OrderedDict[tuple[Any, ...], ModelRunner] = collections.OrderedDict()
+_KEEP_RUNNERS = 2
+
+
+def runner_for(task: ModelTask) -> ModelRunner:
+    runner = _RUNNERS.get(task.key)
+    if runner is None:
+        runner = _RUNNERS[task.key] = ModelRunner(task)
+        while len(_RUNNERS) > _KEEP_RUNNERS:
+            _RUNNERS.popitem(last=False)
+    else:
+        _RUNNERS.move_to_end(task.key)
+    return runner
+
+
+def run_shard(task: ModelTask, items: list[Item]) -> SweepShard:
+    """One shard in this process, loading the task's model only if this process has not."""
+    return runner_for(task).run(items)

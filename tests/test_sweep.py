@@ -1,0 +1,213 @@
+"""`offload sweep` / offload.sweep on the local engine: figures, data sets, bad input, output,
+a killed worker. The Ray engine is in tests/ray/."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import offload
+from offload._cli import main
+from offload.errors import UsageError
+from offload.tools._common import parse_config_spec
+from tests._models import FIXTURES
+from tests._sweep_models import colour_classifier, image_folder
+
+FIGURES = (
+    "status",
+    "items",
+    "failed_items",
+    "top1",
+    "top5",
+    "top1_agreement",
+    "max_error",
+    "mean_error",
+    "max_relative_error",
+    "max_steps",
+    "mean_steps",
+)
+
+
+def figures(report: offload.SweepReport) -> list[tuple]:
+    return [(r.model, r.config, *(getattr(r, k) for k in FIGURES)) for r in report.rows]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("sweep-models")
+    return [
+        colour_classifier(folder / "plain.tflite"),
+        colour_classifier(folder / "shifted.tflite", shift=0.25),
+    ]
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    pytest.importorskip("PIL.Image")
+    folder = tmp_path_factory.mktemp("sweep-data") / "images"
+    image_folder(folder, 40)
+    return folder, folder.parent / "images_labels.txt"
+
+
+def test_config_spec_syntax() -> None:
+    """A spec is name[:key=value,...], several joined by '+'; cpu/auto/default stand alone."""
+    spec = parse_config_spec("openvino:num_threads=1,device=CPU+litert")
+    assert spec.kind == "delegates"
+    assert spec.pairs() == [("openvino", {"num_threads": "1", "device": "CPU"}), ("litert", {})]
+    assert parse_config_spec(" cpu ").kind == "cpu"
+    for bad in ("", "litert:", "litert:num_threads", "cpu+litert", "auto:budget=1", "a:=1"):
+        with pytest.raises(UsageError, match="expected"):
+            parse_config_spec(bad)
+
+
+def test_serial_sweep_figures(models: list[Path], images: tuple[Path, Path]) -> None:
+    """With labels: accuracy per row; the reference row is marked; others agree with it."""
+    folder, labels = images
+    report = offload.sweep(
+        models, ["cpu", "dummy"], images=folder, labels=labels, reference="cpu", workers=1
+    )
+    assert [(Path(r.model).name, r.config) for r in report.rows] == [
+        ("plain.tflite", "cpu"),
+        ("plain.tflite", "dummy"),
+        ("shifted.tflite", "cpu"),
+        ("shifted.tflite", "dummy"),
+    ]
+    truth = [int(v) for v in labels.read_text().split()]
+    for r in report.rows:
+        assert r.status == "ok", r.reason
+        assert r.items == 40 and r.failed_items == 0
+        assert r.top1 == pytest.approx(np.mean([k % 10 != 0 for k in range(40)]))
+        assert r.top5 is not None and r.top5 >= r.top1
+        assert r.top1_agreement == 1.0 and r.max_relative_error < 1e-5
+        assert r.p50_ms > 0 and r.p90_ms >= r.p50_ms and r.throughput > 0 and r.init_ms > 0
+        assert r.memory_bytes > 0 and r.workers == 1
+    assert report.row("plain.tflite", "cpu").reference
+    assert report.row("plain.tflite", "dummy").nodes == {"dummy": 0, "cpu": 2}  # no ADD
+    assert report.row("shifted.tflite", "dummy").nodes == {"dummy": 1, "cpu": 2}
+    assert len(truth) == 40 and report.has_labels and "per worker" in report.latency_note
+
+
+def test_bad_inputs_are_rows(models: list[Path], images: tuple[Path, Path], tmp_path: Path) -> None:
+    """An unreadable image, a model that does not load and an unavailable configuration are
+    each reported in their rows with the reason; everything else completes."""
+    folder, labels = images
+    broken = tmp_path / "images"
+    broken.mkdir()
+    for p in sorted(folder.iterdir())[:6]:
+        (broken / p.name).write_bytes(p.read_bytes())
+    (broken / "00003.png").write_bytes(b"not a png")
+    bad_model = tmp_path / "bad.tflite"
+    bad_model.write_bytes(b"\0" * 64)
+    report = offload.sweep(
+        [models[0], bad_model],
+        ["cpu", "no_such_delegate"],
+        images=broken,
+        labels=labels,
+        reference="cpu",
+        workers=1,
+    )
+    ok = report.row("plain.tflite", "cpu")
+    assert ok.status == "ok" and ok.items == 5 and ok.failed_items == 1
+    assert "00003.png" in ok.failures[0] and "cannot read the image" in ok.failures[0]
+    missing = report.row("plain.tflite", "no_such_delegate")
+    assert missing.status == "unavailable" and "no delegate named" in missing.reason
+    for config in ("cpu", "no_such_delegate"):
+        row = report.row("bad.tflite", config)
+        assert row.status == "failed" and row.reason.startswith("model did not load")
+    text = report.format_text()
+    assert "00003.png" in text and "no_such_delegate" in text
+
+
+def test_bad_arguments_are_typed(models: list[Path], tmp_path: Path) -> None:
+    """Bad arguments raise UsageError saying what was expected and what was found."""
+    cases = [
+        ({"configs": ["cpu"]}, "expected exactly one of images"),
+        ({"configs": ["cpu"], "random": 4, "workers": 0}, "workers: expected a number >= 1"),
+        ({"configs": ["litert:num_threads=x"], "random": 4}, "num_threads"),
+        ({"configs": ["cpu", "cpu"], "random": 4}, "repeated"),
+        ({"configs": ["cpu"], "random": 4, "engine": "spark"}, "engine: expected"),
+        ({"configs": ["cpu"], "npz": tmp_path / "none.npz"}, "expected a file"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(UsageError, match=message):
+            offload.sweep(models[0], reference="cpu", **{"workers": 1, **kwargs})
+    with pytest.raises(UsageError, match="expected a .tflite file or a folder"):
+        offload.sweep(tmp_path / "nothing.tflite", random=2)
+
+
+def test_ray_missing_names_the_extra(models: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--engine ray without Ray installed is a UsageError naming offload[ray]."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name: str, *args: object, **kwargs: object) -> object:
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(UsageError, match=r"offload\[ray\]"):
+        offload.sweep(models[0], random=2, reference="cpu", engine="ray")
+
+
+def test_npz_and_random_data(models: list[Path], tmp_path: Path) -> None:
+    """An .npz feeds its rows (labels from its 'labels' array); --random is seeded per item."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (12, 1, 8, 8, 3)).astype(np.float32)
+    np.savez(tmp_path / "d.npz", image=x, labels=np.arange(12) % 10)
+    report = offload.sweep(models[0], npz=tmp_path / "d.npz", reference="cpu", workers=1)
+    row = report.row("plain.tflite", "cpu")
+    assert row.items == 12 and row.top1 is not None and report.has_labels
+    one = offload.sweep(models[0], random=9, seed=3, reference="cpu", workers=1, shard_size=2)
+    two = offload.sweep(models[0], random=9, seed=3, reference="cpu", workers=1, shard_size=9)
+    assert figures(one) == figures(two) and one.rows[0].top1 is None
+
+
+def test_cli_outputs(models: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """offload sweep prints a table, or JSON; writes CSV and an HTML page with embedded plots
+    and links to each row's partition map."""
+    pytest.importorskip("matplotlib")
+    argv = ["sweep", *map(str, models), "-c", "cpu", "-c", "dummy", "--random", "16"]
+    argv += ["--reference", "cpu", "--workers", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "shifted.tflite" in out and "top1" in out and "per worker" in out
+    html_path, csv_path = tmp_path / "r.html", tmp_path / "r.csv"
+    assert main([*argv, "--json", "--csv", str(csv_path), "--html", str(html_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["config"] for r in report["rows"]] == ["cpu", "dummy", "cpu", "dummy"]
+    assert report["rows"][1]["top1_agreement"] == 1.0 and report["engine"] == "local"
+    with csv_path.open() as fh:
+        assert len(list(csv.DictReader(fh))) == 4
+    page = html_path.read_text()
+    assert page.count("data:image/png;base64,") >= 2
+    maps = sorted((tmp_path / "r_maps").iterdir())
+    assert len(maps) == 4 and f'href="r_maps/{maps[-1].name}"' in page
+    assert main(["sweep", str(models[0]), "--random", "2", "-c", "cpu,dummy"]) == 2
+    assert "one configuration per --config" in capsys.readouterr().err
+
+
+def test_killed_local_worker_is_retried() -> None:
+    """A worker process killed mid-sweep: its shard runs again and no item counts twice."""
+    model = FIXTURES / "mobilenet_v3_small_int8.tflite"  # ~5 ms an item: kills land mid-sweep
+    killed: list[int] = []
+
+    def kill_once(result: offload.SweepShard) -> None:
+        if not killed:
+            killed.append(result.pid)
+            os.kill(result.pid, signal.SIGKILL)
+
+    kwargs = {"random": 60, "reference": "cpu", "shard_size": 2}
+    report = offload.sweep(model, workers=2, on_shard=kill_once, **kwargs)
+    assert killed and report.retried_shards >= 1
+    row = report.rows[0]
+    assert row.status == "ok" and row.items == 60 and row.failed_items == 0
+    serial = offload.sweep(model, workers=1, **kwargs)
+    assert figures(report) == figures(serial)

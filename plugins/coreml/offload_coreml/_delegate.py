@@ -79,7 +79,7 @@ class CoreMLDelegate(Delegate):
     name = "coreml"
     version = VERSION
     Options = CoreMLOptions
-    CAPABILITIES: Capabilities = CAPABILITIES
+    CAPABILITIES = CAPABILITIES
 
     def __init__(self, options: Any = None) -> None:
         super().__init__(options)

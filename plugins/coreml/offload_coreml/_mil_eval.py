@@ -245,7 +245,10 @@ def _reduce_mean(a: Mapping[str, Any]) -> np.ndarray:
         axes = tuple(range(x.ndim))
     else:
         axes = tuple(int(v) for v in np.asarray(axes).reshape(-1))
-    return np.mean(x, axis=axes, keepdims=bool(a.get("keep_dims", False)), dtype=np.float32)
+    # np.mean gives a numpy scalar, not an array, when it reduces every axis without keep_dims.
+    return np.asarray(
+        np.mean(x, axis=axes, keepdims=bool(a.get("keep_dims", False)), dtype=np.float32)
+    )
 
 
 def _linear(a: Mapping[str, Any]) -> np.ndarray:

@@ -38,9 +38,10 @@ def _op(name: str, versions: tuple[int, int] = (1, 1), **kw: Any) -> OpCapabilit
     return OpCapability(op=name, versions=versions, dtypes=kw.pop("dtypes", ("float32",)), **kw)
 
 
-_ACT = {"fused_activations": FUSED_ACTIVATIONS}
+# Keyword bundles for _op.
+_ACT: dict[str, Any] = {"fused_activations": FUSED_ACTIVATIONS}
 _BROADCAST = "broadcast only of [B,H,W,C] with itself, [B,1,1,C], [B,H,W,1] or [B,1,1,1]"
-_POOL = {"fused_activations": ("NONE",), "constraints": ("4-D input",)}
+_POOL: dict[str, Any] = {"fused_activations": ("NONE",), "constraints": ("4-D input",)}
 
 CAPABILITIES = Capabilities(
     ops=(

@@ -133,9 +133,10 @@ class Autotuner(GemmChooser):
         self._program = None
         if self.cache is None or not (self._dirty or set(self.chosen) - set(self._stored)):
             return
-        payload = {"format": _FORMAT, "choices": {**self._stored, **self.chosen}}
+        choices = {**self._stored, **self.chosen}
+        payload = {"format": _FORMAT, "choices": choices}
         self.cache.store(self._key, "json", json.dumps(payload, sort_keys=True).encode())
-        self._stored = dict(payload["choices"])
+        self._stored = dict(choices)
         self._dirty = False
 
     # -- choosing -----------------------------------------------------------------------------

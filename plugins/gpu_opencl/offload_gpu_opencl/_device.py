@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import cast
 
 import pyopencl as cl
 
@@ -241,7 +242,11 @@ def save_program(
     program = handle.programs.get(source_hash(options))
     if program is None:
         return
-    binaries = check("clGetProgramInfo(BINARIES)", program.get_info, cl.program_info.BINARIES)
+    # pyopencl's stub types every get_info as object; BINARIES is one bytes-like per device.
+    binaries = cast(
+        "list[bytes]",
+        check("clGetProgramInfo(BINARIES)", program.get_info, cl.program_info.BINARIES),
+    )
     if binaries and binaries[0]:
         cache.store(program_key(prefix, options), "clbin", bytes(binaries[0]))
 

@@ -307,7 +307,7 @@ class GpuKernel(DelegateKernel):
 
         def resolve(a: Ref | np.generic) -> Any:
             if isinstance(a, Ref):
-                return self.constants[a.key] if a.kind == "c" else self.buffers[int(a.key)]
+                return self.constants[str(a.key)] if a.kind == "c" else self.buffers[int(a.key)]
             return a
 
         # Arguments are set once here; invoke only enqueues.
@@ -321,9 +321,9 @@ class GpuKernel(DelegateKernel):
         self._flops = []
         counted: set[int] = set()
         for launch in launches:
-            first = launch.node not in counted
+            leads = launch.node not in counted
             counted.add(launch.node)
-            self._flops.append(node_flops(sg.nodes[launch.node], sg) if first else 0)
+            self._flops.append(node_flops(sg.nodes[launch.node], sg) if leads else 0)
 
     def _check_device_memory(self, slots: list[int], const_bytes: dict[str, int]) -> None:
         """Refuse buffers the device cannot hold, before allocating any: a driver that does
@@ -463,7 +463,7 @@ class GpuKernel(DelegateKernel):
         if events is not None:
             self._record(events)
         for (pos, _root, _count), host in zip(self.writebacks, written):
-            target = inputs[pos]
-            if isinstance(target, np.ndarray) and target.flags.writeable:
-                target[...] = host.reshape(target.shape)
+            given = inputs[pos]
+            if isinstance(given, np.ndarray) and given.flags.writeable:
+                given[...] = host.reshape(given.shape)
         return [convert(host) for (_root, convert, _count), host in zip(self.outputs, reads)]

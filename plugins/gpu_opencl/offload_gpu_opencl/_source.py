@@ -80,14 +80,28 @@ TILES = (
     (32, 32, 2, 2),
 )
 
+
+def _tgemm(kind: str, conv: int, bm: int, bn: int, rm: int, rn: int) -> dict[str, int | str]:
+    """One tgemm.cl parameter set: the tile, and AE/BE, the A and B elements each item loads."""
+    return {
+        "KIND": kind,
+        "CONV": conv,
+        "BM": bm,
+        "BN": bn,
+        "RM": rm,
+        "RN": rn,
+        "AE": bm * 16 // 256,
+        "BE": 16 * bn // 256,
+    }
+
+
 # Families compiled once per parameter set.
 TEMPLATES: dict[str, tuple[dict[str, int | str], ...]] = {
     "matmul": tuple({"R": r, "V": v} for r, v in BLOCKINGS),
     "conv2d": tuple({"R": r, "V": v} for r, v in BLOCKINGS),
     "dw3x3": ({"S": 1, "SPAN": 6}, {"S": 2, "SPAN": 9}),
     "tgemm": tuple(
-        {"KIND": kind, "CONV": conv, "BM": bm, "BN": bn, "RM": rm, "RN": rn}
-        | {"AE": bm * 16 // 256, "BE": 16 * bn // 256}
+        _tgemm(kind, conv, bm, bn, rm, rn)
         for kind, conv in (("gemm", 0), ("conv", 1))
         for bm, bn, rm, rn in TILES
     ),

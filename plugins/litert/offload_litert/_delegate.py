@@ -15,7 +15,15 @@ import numpy as np
 from pydantic import PositiveInt, field_validator
 
 import offload
-from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport, OpCapability
+from offload import (
+    Capabilities,
+    Delegate,
+    DelegateOptions,
+    DTypeName,
+    ModelType,
+    ModelTypeSupport,
+    OpCapability,
+)
 from offload.errors import DelegateOptionsError, DelegateUnavailableError
 from offload_litert._engine import IMPORT_ERROR, litert
 from offload_litert._ops import builtin_versions
@@ -26,8 +34,18 @@ __version__ = "0.1.0"
 
 # Any tensor type: LiteRT checks its own kernels' types when it prepares the partition, and a
 # partition it refuses goes back to the CPU reference with the usual warning.
-_DTYPES = ("float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64")
-_MODEL_TYPES = ("float32", "float16", "dynamic_range", "int8", "qat")
+_DTYPES: tuple[DTypeName, ...] = (
+    "float32",
+    "float16",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "int64",
+    "bool",
+    "complex64",
+)
+_MODEL_TYPES: tuple[ModelType, ...] = ("float32", "float16", "dynamic_range", "int8", "qat")
 _TINY = np.finfo(np.float32).tiny
 # What a LiteRT external delegate library exports (external_delegate_interface.h).
 _ENTRY_POINTS = ("tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate")

@@ -20,7 +20,7 @@ __all__ = ["IMPORT_ERROR", "compiled_api", "litert", "native_stderr", "logged_er
 
 litert: ModuleType | None
 try:
-    from ai_edge_litert import interpreter as litert
+    from ai_edge_litert import interpreter as _interpreter
 except Exception as exc:  # an ImportError, or a wheel whose native part fails to load
     litert = None
     IMPORT_ERROR = (
@@ -28,6 +28,7 @@ except Exception as exc:  # an ImportError, or a wheel whose native part fails t
         "pip install ai-edge-litert"
     )
 else:
+    litert = _interpreter
     IMPORT_ERROR = ""
 
 # LiteRT's CompiledModel modules (the GPU accelerator's path), bound now, with the plugin: a

@@ -100,6 +100,7 @@ class LiteRTKernel(DelegateKernel):
         for d, shape in zip(engine.get_input_details(), shapes):
             if shape != tuple(d["shape"]):
                 engine.resize_tensor_input(d["index"], shape)
+        failure: Exception | None
         with native_stderr() as log:
             try:
                 engine.allocate_tensors()
@@ -114,13 +115,13 @@ class LiteRTKernel(DelegateKernel):
         # inputs over read-only, and LiteRT's set_tensor copies a read-only array twice (it
         # takes 11 us instead of 6 for a 128x128x3 float image). String tensors have no view;
         # LiteRT's set_tensor and get_tensor handle them.
-        self._writers = [
+        self._writers: list[Callable[[np.ndarray], None]] = [
             _copier(engine.tensor(d["index"]))
             if np.dtype(d["dtype"]).kind in "biufc"
             else functools.partial(engine.set_tensor, d["index"])
             for d in engine.get_input_details()
         ]
-        self._numeric = all(
+        self._numeric: bool = all(
             np.dtype(d["dtype"]).kind in "biufc" for d in engine.get_output_details()
         )
 

@@ -82,7 +82,7 @@ def open_cache(cache_dir: str | None, identity: Mapping[str, str]) -> CompiledMo
     if cache_dir == "":
         return None
     chosen = cache_dir is not None
-    path = Path(cache_dir) if chosen else default_location("openvino")
+    path = Path(cache_dir) if cache_dir is not None else default_location("openvino")
     try:
         directory = CacheDir.open(path)
         directory.key()  # a refused key file refuses the cache now, not halfway through init

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import NonNegativeInt, field_validator, model_validator
 
 import offload
-from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport
+from offload import Capabilities, Delegate, DelegateOptions, ModelType, ModelTypeSupport
 from offload.errors import DelegateUnavailableError
 from offload.model import option_names
 from offload_openvino._engine import (
@@ -49,6 +49,7 @@ _TINY = np.finfo(np.float32).tiny
 
 def capabilities(dynamic_range: str = "refuse") -> Capabilities:
     """What OpenVINO's TensorFlow Lite frontend converts, per op (see _ops)."""
+    types: dict[ModelType, ModelTypeSupport]
     if ov is None:
         no = ModelTypeSupport(support="no", reason=IMPORT_ERROR)
         types = dict.fromkeys(("float32", "float16", "dynamic_range", "int8", "qat"), no)

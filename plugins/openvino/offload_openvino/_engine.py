@@ -38,7 +38,7 @@ __all__ = [
 
 ov: ModuleType | None
 try:
-    import openvino as ov
+    import openvino as _openvino
 except Exception as exc:  # an ImportError, or a wheel whose native part fails to load
     ov = None
     IMPORT_ERROR = (
@@ -46,6 +46,7 @@ except Exception as exc:  # an ImportError, or a wheel whose native part fails t
         "pip install offload-openvino (or pip install openvino)"
     )
 else:
+    ov = _openvino
     IMPORT_ERROR = ""
 
 # Device names the option takes besides those OpenVINO lists: the virtual devices that choose

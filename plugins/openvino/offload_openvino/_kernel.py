@@ -87,6 +87,7 @@ class OpenVINOKernel(DelegateKernel):
                 # in place (measured: overwriting it after the import changes the outputs), so
                 # the kernel keeps it as long as the compiled model.
                 buffer = np.frombuffer(blob, np.uint8)
+                assert ov is not None
                 try:
                     stream = ov.Tensor(buffer, shared_memory=True)
                     self.compiled = core().import_model(stream, self.device, self.config)
@@ -117,13 +118,14 @@ class OpenVINOKernel(DelegateKernel):
         self._imported = None
         if key is not None:
             assert self.cache is not None
-            blob = self.compiled.export_model()
-            blob = blob.getvalue() if isinstance(blob, io.BytesIO) else bytes(blob)
-            self.blob_bytes = len(blob)
-            self.cache.store(key, blob)
+            written = self.compiled.export_model()
+            data = written.getvalue() if isinstance(written, io.BytesIO) else bytes(written)
+            self.blob_bytes = len(data)
+            self.cache.store(key, data)
         self._finish(shapes, start)
 
     def _finish(self, shapes: list[tuple[int, ...]], start: float) -> None:
+        assert ov is not None
         compiled = self.compiled
         ports_in, ports_out = list(compiled.inputs), list(compiled.outputs)
         if len(ports_in) != len(self._positions) or len(ports_out) != len(self.partition.outputs):
@@ -141,7 +143,7 @@ class OpenVINOKernel(DelegateKernel):
         self.request = compiled.create_infer_request()
         self._infer = self.request.infer
         tensors = self.subgraph.tensors
-        self._out = []
+        self._out: list[np.ndarray] = []
         for k, (port, t) in enumerate(zip(ports_out, self.partition.outputs)):
             if port.partial_shape.is_dynamic:
                 self._out = []  # sizes known only after a run: OpenVINO allocates them
@@ -157,7 +159,8 @@ class OpenVINOKernel(DelegateKernel):
         """Arrays of this kernel's own that OpenVINO reads its inputs from, bound once per
         shape: the interpreter hands a delegate read-only views of its buffers, and OpenVINO's
         Python API shares only writable memory, so each invoke copies each input in once."""
-        self._stage = []
+        assert ov is not None
+        self._stage: list[np.ndarray] = []
         for k, (shape, dtype) in enumerate(zip(shapes, self._dtypes)):
             array = np.empty(shape, dtype)
             self.request.set_input_tensor(k, ov.Tensor(array, shared_memory=True))
@@ -166,6 +169,7 @@ class OpenVINOKernel(DelegateKernel):
     def prepare(self, input_shapes: Sequence[tuple[int, ...]]) -> None:
         shapes = [tuple(input_shapes[p]) for p in self._positions]
         if shapes != self._shapes:
+            assert ov is not None
             if (
                 self.compiled is not None
                 and all(

@@ -21,18 +21,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from offload import OpCapability
+from offload import DTypeName, OpCapability
 
 __all__ = ["DECLARED", "NOT_DECLARED", "TENSOR_TYPES"]
 
-F = ("float32",)
-Q = ("float32", "int8", "uint8")  # float, and integer-quantized (the frontend dequantizes)
-FI = ("float32", "int32")  # float, and int32 (shape arithmetic)
-QI = (*Q, "int32")
-B = ("bool",)
+F: tuple[DTypeName, ...] = ("float32",)
+# float, and integer-quantized (the frontend dequantizes)
+Q: tuple[DTypeName, ...] = ("float32", "int8", "uint8")
+FI: tuple[DTypeName, ...] = ("float32", "int32")  # float, and int32 (shape arithmetic)
+QI: tuple[DTypeName, ...] = (*Q, "int32")
+B: tuple[DTypeName, ...] = ("bool",)
 
 # (op, highest version, runtime dtypes, extra OpCapability fields)
-_TABLE: tuple[tuple[str, int, tuple[str, ...], Mapping[str, Any]], ...] = (
+_TABLE: tuple[tuple[str, int, tuple[DTypeName, ...], Mapping[str, Any]], ...] = (
     # elementwise, one input
     ("ABS", 1, F, {}),
     ("CEIL", 1, F, {}),

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from offload import Node, OpCapability, Subgraph
+from offload import DTypeName, Node, OpCapability, Subgraph
 from offload_gpu_opencl._constants import foldable
 from offload_gpu_opencl._ir import Lowering, Ref, pad_last
 from offload_gpu_opencl._shapes import ShapeRule, rule_reason
@@ -25,8 +25,8 @@ __all__ = [
 # with quantization on). LiteRT's list also has its C-level SIGMOID, which the flatbuffer
 # schema cannot hold, so no node ever carries it: not declared.
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH")
-FLOAT_DTYPES = ("float32", "float16")
-QUANT_DTYPES = ("float32", "float16", "int8", "uint8")
+FLOAT_DTYPES: tuple[DTypeName, ...] = ("float32", "float16")
+QUANT_DTYPES: tuple[DTypeName, ...] = ("float32", "float16", "int8", "uint8")
 MAX_RANK = 4
 
 Lower = Callable[[Lowering, Node], None]
@@ -52,7 +52,7 @@ class OpSpec:
     lower: Lower
     versions: tuple[int, int] = (1, 1)
     quantized_versions: tuple[int, int] | None = None
-    dtypes: tuple[str, ...] | None = None
+    dtypes: tuple[DTypeName, ...] | None = None
     fused_activations: tuple[str, ...] | None = None
     constant_inputs: tuple[int, ...] = ()
     max_inputs: int | None = None

@@ -61,9 +61,9 @@ def check(node: Node, subgraph: Subgraph) -> str | None:
     except TensorShapeError as exc:
         return str(exc)
     for name, t, want in zip(_OUTPUTS, outs, wanted or ()):
-        found = list(tensors[t].shape)
-        if want is not None and tuple(found) != want:
-            return f"expected the {name} output of shape {list(want)}, found {found}"
+        shape = list(tensors[t].shape)
+        if want is not None and tuple(shape) != want:
+            return f"expected the {name} output of shape {list(want)}, found {shape}"
     return None
 
 

@@ -234,7 +234,8 @@ def test_a_too_narrow_declaration_is_noted_but_does_not_fail() -> None:
 
 def test_a_case_or_op_exclusion_carries_its_reason() -> None:
     """Excluded cases are reported with the reason given, never run."""
-    report = run_conformance(_ShyDelegate(), {"maximum": "known bug #12"}, _cases("MAXIMUM"))
+    cases = [c for c in _cases("MAXIMUM") if c.name == "maximum"]
+    report = run_conformance(_ShyDelegate(), {"maximum": "known bug #12"}, cases)
     assert [(r.status, r.detail) for r in report.results] == [("excluded", "known bug #12")]
 
 

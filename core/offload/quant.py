@@ -1,9 +1,32 @@
-"""Quantization as LiteRT's kernels compute it: parameters, quantize / dequantize, and the
-fixed-point requantization multipliers.
+"""Quantization as LiteRT's kernels compute it: parameters, quantize / dequantize, and every
+fixed-point requantization rule the CPU reference uses, per op family.
 
-This is the one implementation the CPU reference and every delegate share. It follows TFLite's
-``quantization_util`` and ``common.h`` (the double-rounding ``MultiplyByQuantizedMultiplier``
-of LiteRT's builtin kernels), on int64 numpy arrays so intermediate products never overflow.
+This is the one implementation the CPU reference and every delegate share: the reference's
+kernels call these functions, so a delegate that calls them too rounds as the reference does.
+It follows TFLite's ``quantization_util`` and ``common.h``, on int64 numpy arrays so that
+intermediate products never overflow.
+
+LiteRT does not round the same way in every kernel. Its reference path
+(``MultiplyByQuantizedMultiplier`` of ``common.h``) rounds halves away from zero at both of
+its steps; the optimized kernels it runs on x86 (NEON code through NEON_2_SSE, and ruy for the
+GEMMs) round halves up (toward +inf) in their vector lanes. Which kernel runs depends on the
+op, its types and even the channel, so the rules are given per op family:
+
+========================  ==================================================================
+op (integer types)        rule
+========================  ==================================================================
+CONV_2D, FULLY_CONNECTED  :func:`requantize_conv`: halves up at both steps (ruy), per-channel
+  (int8, uint8)           multipliers from :func:`conv_multipliers`; a grouped CONV_2D runs
+                          the reference kernel (:func:`requantize`)
+DEPTHWISE_CONV_2D         :func:`requantize_depthwise`: int8 halves up in the 16- and 8-wide
+                          lanes (the first ``channels // 8 * 8`` channels), the reference way
+                          on the channels left over; uint8 the reference way throughout
+ADD, SUB                  :func:`add_params` (left shift 20, twice the larger input scale),
+                          then :func:`add_int8` (int8 ADD on x86) or :func:`add_reference`
+16x8 (int16 x int8)       :func:`multiply_by_quantized_multiplier_int64` (int64 accumulators),
+                          :func:`multiply_by_real_multiplier` (FULLY_CONNECTED with zero points)
+everything else           :func:`requantize` / :func:`multiply_by_quantized_multiplier`
+========================  ==================================================================
 
 Scales are float32 everywhere: a .tflite file stores them as float32 and LiteRT's kernels read
 them as C ``float`` (``TfLiteQuantizationParams.scale``). :func:`scale_zero_point` returns the
@@ -13,7 +36,9 @@ scale as ``np.float32`` so arithmetic on it stays float32 unless a caller widens
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,17 +46,29 @@ from offload._graph import Quantization, Tensor
 
 __all__ = [
     "QUANTIZED_TYPES",
+    "AddParams",
     "Quantization",
     "activation_range_quantized",
+    "add_int8",
+    "add_params",
+    "add_reference",
     "channel_scales",
+    "conv_multipliers",
+    "depthwise_vector_channels",
     "dequantize",
     "dtype_range",
     "is_quantized",
     "multiply_by_quantized_multiplier",
+    "multiply_by_quantized_multiplier_half_up",
+    "multiply_by_quantized_multiplier_int64",
+    "multiply_by_quantized_multiplier_lanes",
+    "multiply_by_real_multiplier",
     "quantize",
     "quantize_multiplier",
     "quantize_multipliers",
     "requantize",
+    "requantize_conv",
+    "requantize_depthwise",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",
     "scale_zero_point",
@@ -137,7 +174,12 @@ def dequantize(values: np.ndarray, q: Quantization | None) -> np.ndarray:
 
 def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
     """TFLite's QuantizeMultiplier: ``(multiplier, shift)`` with the multiplier in Q0.31 and
-    ``real = multiplier * 2**(shift - 31)``."""
+    ``real = multiplier * 2**(shift - 31)``.
+
+    Formed in double: ``frexp(real)`` splits it into a mantissa in [0.5, 1) and an exponent
+    (the shift, positive for a left shift); the mantissa times 2**31 is rounded half away from
+    zero into the multiplier, and a mantissa that rounds up to 2**31 becomes 2**30 with the
+    shift one higher. A real below 2**-31 gives ``(0, 0)``: the output is the zero point."""
     if real_multiplier == 0.0:
         return 0, 0
     mantissa, shift = math.frexp(real_multiplier)
@@ -224,3 +266,359 @@ def requantize(
     output zero point, clamp to the activation range."""
     scaled = multiply_by_quantized_multiplier(acc, multiplier, shift) + zero_point
     return np.clip(scaled, clamp[0], clamp[1]).astype(dtype)
+
+
+# --- requantization per op family -----------------------------------------------------------
+
+
+def _scale_of(source: Tensor | Quantization | float) -> float:
+    """A per-tensor scale as the float32 a .tflite file stores, widened to a Python float."""
+    if isinstance(source, (Tensor, Quantization)):
+        return float(scale_zero_point(source)[0])
+    return float(np.float32(source))
+
+
+def conv_multipliers(
+    input_scale: Tensor | Quantization | float,
+    filter_params: Tensor | Quantization,
+    output_scale: Tensor | Quantization | float,
+    channels: int,
+    *,
+    float_product: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel ``(multipliers, shifts)`` of CONV_2D, DEPTHWISE_CONV_2D,
+    FULLY_CONNECTED and TRANSPOSE_CONV (int64 arrays of ``channels``), as LiteRT's
+    PopulateConvolutionQuantizationParams forms them.
+
+    For each channel c the real multiplier is ``input_scale * filter_scale[c] /
+    output_scale``, computed in double from the float32 scales, then split by
+    :func:`quantize_multiplier`. A per-tensor filter scale is broadcast to every channel. The
+    scales may be given as tensors, their parameters, or numbers.
+
+    ``float_product``: the product ``input_scale * filter_scale`` is rounded to float32 before
+    the division, as GetQuantizedConvolutionMultipler does when called without a bias
+    (BATCH_MATMUL).
+    """
+    in_scale, out_scale = _scale_of(input_scale), _scale_of(output_scale)
+    scales = channel_scales(filter_params, channels)
+    if float_product:
+        real = (np.float32(in_scale) * scales).astype(np.float64) / np.float64(out_scale)
+    else:
+        real = np.float64(in_scale) * scales.astype(np.float64) / np.float64(out_scale)
+    return quantize_multipliers(real)
+
+
+def multiply_by_quantized_multiplier_half_up(
+    x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int
+) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier as LiteRT's GEMM kernels run it on x86 (ruy): a rounding
+    doubling high multiply, then a rounding right shift, both rounding halves up (toward
+    +inf). :func:`multiply_by_quantized_multiplier` rounds negative halves away from zero
+    instead; the two differ by one on ties of negative values.
+
+    ``(x << left) * multiplier`` plus 2**30, shifted right by 31 (a floor), then plus half the
+    divisor, shifted right by ``right``, where ``left``/``right`` are the positive/negative
+    parts of ``shift``. Broadcasts per channel like the reference function.
+    """
+    shift = np.asarray(shift, np.int64)
+    right = np.maximum(-shift, 0)
+    scaled = np.asarray(x, np.int64) << np.maximum(shift, 0)
+    high = (scaled * np.asarray(multiplier, np.int64) + (1 << 30)) >> 31
+    return (high + ((np.int64(1) << right) >> 1)) >> right
+
+
+def multiply_by_quantized_multiplier_lanes(
+    x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, vector_channels: int
+) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier over the last (channel) axis the way LiteRT's optimized
+    per-channel kernels (int8 DEPTHWISE_CONV_2D, MEAN) run it on x86, where NEON code runs
+    through NEON_2_SSE: the channels below ``vector_channels`` go through NEON lanes (vqrdmulh,
+    then vrshl, both rounding halves up, as :func:`multiply_by_quantized_multiplier_half_up`),
+    the rest through the scalar reference (:func:`multiply_by_quantized_multiplier`).
+
+    Both are one exact int64 expression: the rounding doubling high multiply and the rounding
+    shift fold into ``(x * m * 2**left + offset) >> (31 + right)``, the offset carrying both
+    roundings; the reference channels take 1 off the second rounding for negative high halves.
+    """
+    channels = x.shape[-1]
+    shift = np.broadcast_to(np.asarray(shift, np.int64), (channels,))
+    multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), (channels,))
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    # t = x * m * 2**left + 2**30: the high multiply rounds t / 2**31 down (halves up).
+    scaled = np.asarray(x, np.int64) * (multiplier << left) + (np.int64(1) << 30)
+    # The rounding shift by ``right`` adds half its divisor, 2**31 * 2**(right - 1).
+    half = (np.int64(1) << 31) * ((np.int64(1) << right) >> 1)
+    tail = scaled[..., vector_channels:]
+    negative_high = tail < 0  # floor(t / 2**31) < 0 exactly when t < 0
+    scaled += half
+    tail -= (np.int64(1) << 31) * (negative_high & (right[vector_channels:] > 0))
+    scaled >>= 31 + right
+    return scaled
+
+
+def multiply_by_quantized_multiplier_int64(
+    x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int
+) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier for int64 accumulators (the 16x8 reference kernels of
+    CONV_2D and DEPTHWISE_CONV_2D): the Q0.31 multiplier is rounded to 16 bits (saturating at
+    0x7FFF), the product shifted right by ``15 - shift`` with halves rounded up."""
+    qm = np.asarray(multiplier, np.int64)
+    reduced = np.where(qm < 0x7FFF0000, (qm + (1 << 15)) >> 16, 0x7FFF)
+    total_shift = 15 - np.asarray(shift, np.int64)
+    rounded = np.asarray(x, np.int64) * reduced + (np.int64(1) << (total_shift - 1))
+    return rounded >> total_shift
+
+
+def multiply_by_real_multiplier(
+    x: np.ndarray, real_multiplier: np.ndarray | float, _shift: object = None
+) -> np.ndarray:
+    """``round(x * real)`` in double, halves away from zero: the 16x8 FULLY_CONNECTED
+    reference kernel (zero points or an int64 bias) scales by the real multiplier itself
+    (input_scale * filter_scale / output_scale in double) instead of a fixed-point one."""
+    return tflite_round(np.asarray(x, np.float64) * real_multiplier).astype(np.int64)
+
+
+def requantize_conv(
+    acc: np.ndarray,
+    multiplier: np.ndarray | int,
+    shift: np.ndarray | int,
+    zero_point: int,
+    clamp: tuple[int, int],
+    dtype: np.dtype | type,
+) -> np.ndarray:
+    """int8 / uint8 CONV_2D and FULLY_CONNECTED as LiteRT runs them on x86: the int32
+    accumulator (the bias included) scaled by :func:`multiply_by_quantized_multiplier_half_up`
+    (halves up at both steps), plus the output zero point, clamped to the activation range.
+
+    Multipliers from :func:`conv_multipliers` (per channel along the last axis of ``acc``),
+    clamp from :func:`activation_range_quantized`. A grouped CONV_2D (input channels a
+    multiple of the filter's) runs LiteRT's reference kernel instead: :func:`requantize`.
+    """
+    scaled = multiply_by_quantized_multiplier_half_up(acc, multiplier, shift) + zero_point
+    return np.clip(scaled, clamp[0], clamp[1]).astype(dtype)
+
+
+# DEPTHWISE_CONV_2D's int8 kernel requantizes 16 channels per step, then 8, then the rest one
+# by one: the vector steps cover every whole multiple of 8.
+_DEPTHWISE_LANES = 8
+
+
+def depthwise_vector_channels(channels: int, dtype: np.dtype | type) -> int:
+    """How many of ``channels`` output channels LiteRT's DEPTHWISE_CONV_2D requantizes in NEON
+    lanes on x86: ``channels // 8 * 8`` for int8 (its per-channel kernel works 16, then 8
+    channels at a time), none for uint8 (whose lanes round as the reference does) and int16."""
+    if np.dtype(dtype) != np.int8:
+        return 0
+    return channels // _DEPTHWISE_LANES * _DEPTHWISE_LANES
+
+
+def requantize_depthwise(
+    acc: np.ndarray,
+    multiplier: np.ndarray | int,
+    shift: np.ndarray | int,
+    zero_point: int,
+    clamp: tuple[int, int],
+    dtype: np.dtype | type,
+) -> np.ndarray:
+    """DEPTHWISE_CONV_2D as LiteRT runs it on x86, per output channel (the last axis of
+    ``acc``, the bias included): int8 rounds halves up in the first
+    :func:`depthwise_vector_channels` channels (its 16- and 8-wide lanes) and the reference way
+    on the channels left over; uint8 the reference way throughout; int16 outputs (16x8) use
+    :func:`multiply_by_quantized_multiplier_int64`. Then the output zero point and the clamp.
+    Multipliers from :func:`conv_multipliers`."""
+    dtype = np.dtype(dtype)
+    if dtype == np.int16:
+        scaled = multiply_by_quantized_multiplier_int64(acc, multiplier, shift)
+    else:
+        acc = np.asarray(acc, np.int64)
+        vector = depthwise_vector_channels(acc.shape[-1], dtype)
+        multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), acc.shape[-1:])
+        shift = np.broadcast_to(np.asarray(shift, np.int64), acc.shape[-1:])
+        scaled = multiply_by_quantized_multiplier_lanes(acc, multiplier, shift, vector)
+    return np.clip(scaled + zero_point, clamp[0], clamp[1]).astype(dtype)
+
+
+# --- ADD and SUB ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AddParams:
+    """The fixed-point parameters of a quantized ADD or SUB, as LiteRT's Prepare forms them
+    (see :func:`add_params`)."""
+
+    left_shift: int
+    input1_zero_point: int
+    input1_multiplier: int
+    input1_shift: int
+    input2_zero_point: int
+    input2_multiplier: int
+    input2_shift: int
+    output_zero_point: int
+    output_multiplier: int
+    output_shift: int
+
+
+def add_params(
+    input1: Tensor | Quantization,
+    input2: Tensor | Quantization,
+    output: Tensor | Quantization,
+    *,
+    left_shift: int = 20,
+) -> AddParams:
+    """ADD / SUB parameters of LiteRT's quantized kernels.
+
+    Both inputs are brought to a common scale, twice the larger input scale, at
+    ``left_shift`` extra bits of precision (20 for int8 and uint8, 15 for int16):
+
+    - input i: ``quantize_multiplier(scale_i / (2 * max(scale_1, scale_2)))``;
+    - output: ``quantize_multiplier(2 * max(scale_1, scale_2) / (2**left_shift *
+      output_scale))``.
+
+    Scales are the float32 ones of the file, divided in double. Not
+    ``quantize_multiplier(scale_in / scale_out)``: that skips the common scale and its 20
+    bits, and rounds differently.
+    """
+    (s1, z1), (s2, z2), (so, zo) = (scale_zero_point(t) for t in (input1, input2, output))
+    s1, s2, so = float(s1), float(s2), float(so)
+    twice_max = 2.0 * max(s1, s2)
+    m1, sh1 = quantize_multiplier(s1 / twice_max)
+    m2, sh2 = quantize_multiplier(s2 / twice_max)
+    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+    return AddParams(left_shift, z1, m1, sh1, z2, m2, sh2, zo, mo, sho)
+
+
+def add_reference(
+    a: np.ndarray,
+    b: np.ndarray,
+    params: AddParams,
+    clamp: tuple[int, int],
+    dtype: np.dtype | type,
+    *,
+    sign: int = 1,
+) -> np.ndarray:
+    """Quantized ADD (``sign`` 1) or SUB (-1) the way LiteRT's reference kernels compute it,
+    with numpy broadcasting: each input less its zero point, shifted left by
+    ``params.left_shift``, scaled by its multiplier; the sum (or difference) scaled by the
+    output multiplier, plus the output zero point, clamped. Every scaling is
+    :func:`multiply_by_quantized_multiplier` (halves away from zero)."""
+    p = params
+    xa = (np.asarray(a, np.int64) - p.input1_zero_point) << p.left_shift
+    xb = (np.asarray(b, np.int64) - p.input2_zero_point) << p.left_shift
+    sa = multiply_by_quantized_multiplier(xa, p.input1_multiplier, p.input1_shift)
+    sb = multiply_by_quantized_multiplier(xb, p.input2_multiplier, p.input2_shift)
+    raw = multiply_by_quantized_multiplier(sa + sign * sb, p.output_multiplier, p.output_shift)
+    return np.clip(raw + p.output_zero_point, clamp[0], clamp[1]).astype(dtype)
+
+
+# Elements AddElementwiseInt8 / AddScalarBroadcast handle per NEON step before their tails.
+_ADD_LANES = 16
+_ADD_SCALAR_LANES = 8
+
+
+def _vshl(x: np.ndarray, amount: int) -> np.ndarray:
+    """vshlq_s32 by a constant: left for positive amounts, arithmetic right otherwise."""
+    return x << amount if amount >= 0 else x >> -amount
+
+
+def _add_lanes(
+    a: np.ndarray, b: np.ndarray, p: AddParams, clamp: tuple[int, int], early_shift: bool
+) -> np.ndarray:
+    """int8 ADD in NEON lanes: the inputs' exponents applied as part of the left shift, before
+    the multiply (AddElementwiseInt8), or as a truncating right shift after it
+    (AddScalarBroadcast); the output step is the reference's."""
+    xa = np.asarray(a, np.int64) - p.input1_zero_point
+    xb = np.asarray(b, np.int64) - p.input2_zero_point
+    mul = saturating_rounding_doubling_high_mul
+    if early_shift:
+        xa = mul(_vshl(xa, p.left_shift + p.input1_shift), p.input1_multiplier)
+        xb = mul(_vshl(xb, p.left_shift + p.input2_shift), p.input2_multiplier)
+    else:
+        xa = _vshl(mul(xa << p.left_shift, p.input1_multiplier), p.input1_shift)
+        xb = _vshl(mul(xb << p.left_shift, p.input2_multiplier), p.input2_shift)
+    high = mul(xa + xb, p.output_multiplier)
+    out = rounding_divide_by_pot(high, -p.output_shift) + p.output_zero_point
+    return np.clip(out, clamp[0], clamp[1]).astype(np.int8)
+
+
+@functools.lru_cache(maxsize=64)
+def _add_int8_tables(
+    params: AddParams, clamp: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(elementwise lanes, scalar-broadcast lanes, reference) results over all 65536 pairs of
+    int8 codes, indexed by ``(a's byte << 8) | b's byte``: an int8 sum depends only on the
+    pair, so a run is one gather per element."""
+    codes = np.arange(256, dtype=np.uint8).view(np.int8)
+    grid_a, grid_b = (g.reshape(-1) for g in np.meshgrid(codes, codes, indexing="ij"))
+    tables = (
+        _add_lanes(grid_a, grid_b, params, clamp, early_shift=True),
+        _add_lanes(grid_a, grid_b, params, clamp, early_shift=False),
+        add_reference(grid_a, grid_b, params, clamp, np.int8),
+    )
+    for table in tables:
+        table.flags.writeable = False
+    return tables
+
+
+def add_int8(a: np.ndarray, b: np.ndarray, params: AddParams, clamp: tuple[int, int]) -> np.ndarray:
+    """int8 ADD as LiteRT runs it on x86 (its optimized kernels, NEON through NEON_2_SSE),
+    with numpy broadcasting of ``a`` and ``b``.
+
+    LiteRT walks a broadcast as contiguous runs of the output (BinaryBroadcastFiveFold). Same
+    shapes are one run. In each run AddElementwiseInt8 takes 16 elements at a time (the
+    inputs' exponents applied before their multiply), or, where one side is a single broadcast
+    value, AddScalarBroadcast 8 at a time (exponents applied after, truncating); the elements
+    left over in each run, and broadcasts that no five-fold walk covers, go through the
+    reference (:func:`add_reference`). Parameters from :func:`add_params` (left shift 20).
+    """
+    elementwise, scalar, reference = _add_int8_tables(params, (int(clamp[0]), int(clamp[1])))
+    a, b = np.asarray(a), np.asarray(b)
+    index = (a.view(np.uint8).astype(np.intp) << 8) | b.view(np.uint8)
+    layout = _fivefold_runs(a.shape, b.shape)
+    if layout is None or index.size == 0:
+        return reference[index]
+    run_length, scalar_broadcast = layout
+    lanes = _ADD_SCALAR_LANES if scalar_broadcast else _ADD_LANES
+    table = scalar if scalar_broadcast else elementwise
+    vector = run_length // lanes * lanes
+    runs = index.reshape(-1, run_length)
+    result = np.empty(runs.shape, np.int8)
+    np.take(table, runs[:, :vector], out=result[:, :vector])
+    np.take(reference, runs[:, vector:], out=result[:, vector:])
+    return result.reshape(index.shape)
+
+
+def _fivefold_runs(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, bool] | None:
+    """How LiteRT's optimized int8 ADD walks a broadcast (ProcessBroadcastShapes, then
+    BinaryBroadcastFiveFold): the length of the contiguous output runs each inner call covers
+    and whether that call is the scalar-broadcast kernel; None for the generic broadcast, which
+    runs the reference. Same shapes are one run over everything."""
+    rank = max(len(a), len(b))
+    a = (1,) * (rank - len(a)) + tuple(a)
+    b = (1,) * (rank - len(b)) + tuple(b)
+    if a == b:
+        return max(1, int(np.prod(a, dtype=np.int64))), False
+    fast = None  # the input whose innermost unequal dimension is 1 is the broadcast one
+    for i in range(rank - 1, -1, -1):
+        if a[i] != b[i]:
+            fast = a if a[i] == 1 else b if b[i] == 1 else None
+            break
+    if fast is None:
+        return None
+    other = b if fast is a else a
+    y = [1, 1, 1, 1, 1]
+    i = rank - 1
+    for slot, test in (
+        (4, lambda k: fast[k] == other[k]),
+        (3, lambda k: fast[k] == 1),
+        (2, lambda k: fast[k] == other[k]),
+        (1, lambda k: other[k] == 1),
+        (0, lambda k: fast[k] == other[k]),
+    ):
+        while i >= 0 and test(i):
+            y[slot] *= other[i] if slot in (4, 3, 0) else fast[i] if slot == 1 else other[i]
+            i -= 1
+    if i >= 0:
+        return None
+    if y[4] > 1:
+        return y[4], False
+    return y[3], True

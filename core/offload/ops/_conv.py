@@ -25,12 +25,16 @@ from offload.ops._quant import (
     activation_range_quantized,
     dtype_range,
     multiply_by_quantized_multiplier,
-    quantize_multipliers,
     quantize_rows,  # noqa: F401  (re-exported)
     scale_zp,
-    tflite_round,
 )
-from offload.quant import channel_scales
+from offload.quant import (
+    channel_scales,
+    conv_multipliers,
+    multiply_by_quantized_multiplier_half_up,
+    multiply_by_quantized_multiplier_int64,
+    multiply_by_real_multiplier,
+)
 
 if TYPE_CHECKING:
     from offload._graph import Quantization, Subgraph, Tensor
@@ -167,61 +171,26 @@ def output_multipliers(
     channels: int,
     float_product: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel (multiplier, shift) of input_scale * filter_scale / output_scale.
-
-    ``float_product``: the product input_scale * filter_scale is rounded to float32 first, as
-    GetQuantizedConvolutionMultipler does when called without a bias (BATCH_MATMUL).
-    """
-    scales = channel_scales(filter_q, channels)
-    if float_product:
-        real = (np.float32(input_scale) * scales).astype(np.float64) / np.float64(output_scale)
-    else:
-        real = np.float64(np.float32(input_scale)) * scales.astype(np.float64)
-        real = real / np.float64(np.float32(output_scale))
-    return quantize_multipliers(real)
+    """Per-channel (multiplier, shift): :func:`offload.quant.conv_multipliers`."""
+    return conv_multipliers(
+        input_scale, filter_q, output_scale, channels, float_product=float_product
+    )
 
 
-def requantize_wide(
-    acc: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int
-) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier for int64 accumulators (the 16x8 reference kernels): the
-    multiplier is reduced to 16 bits and applied with one rounding shift."""
-    qm = np.asarray(multiplier, np.int64)
-    reduced = np.where(qm < 0x7FFF0000, (qm + (1 << 15)) >> 16, 0x7FFF)
-    total_shift = 15 - np.asarray(shift, np.int64)
-    rounded = np.asarray(acc, np.int64) * reduced + (np.int64(1) << (total_shift - 1))
-    return rounded >> total_shift
-
-
-def requantize_ruy(
-    acc: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int
-) -> np.ndarray:
-    """The multiplier of LiteRT's GEMM-based integer kernels on x86 (cpu_backend_gemm -> ruy):
-    a rounding doubling high multiply, then a rounding right shift with halves rounded up.
-
-    Unlike TFLite's reference MultiplyByQuantizedMultiplier the second rounding sends ties
-    toward +inf; found by matching LiteRT's int8 CONV_2D bit for bit on random cases.
-    """
-    shift = np.asarray(shift, np.int64)
-    right = np.maximum(-shift, 0)
-    x = np.asarray(acc, np.int64) << np.maximum(shift, 0)
-    high = (x * np.asarray(multiplier, np.int64) + (1 << 30)) >> 31
-    return (high + ((np.int64(1) << right) >> 1)) >> right
-
-
-def requantize_real(acc: np.ndarray, real_scale: np.ndarray, _shift: object = None) -> np.ndarray:
-    """round(acc * scale) in double, halves away from zero: the 16x8 FULLY_CONNECTED reference
-    kernel scales by the real multiplier instead of a fixed-point one."""
-    return tflite_round(np.asarray(acc, np.float64) * real_scale).astype(np.int64)
+# The requantization rules themselves live in the public offload.quant, shared with delegates.
+requantize_wide = multiply_by_quantized_multiplier_int64
+requantize_ruy = multiply_by_quantized_multiplier_half_up
+requantize_real = multiply_by_real_multiplier
 
 
 Rounding = Literal["double", "ruy", "wide", "real"]
 
+# Each kernel's rule, from offload.quant (see its table of rules per op family).
 _REQUANTIZE = {
     "double": multiply_by_quantized_multiplier,
-    "ruy": requantize_ruy,
-    "wide": requantize_wide,
-    "real": requantize_real,
+    "ruy": multiply_by_quantized_multiplier_half_up,
+    "wide": multiply_by_quantized_multiplier_int64,
+    "real": multiply_by_real_multiplier,
 }
 
 

@@ -35,7 +35,7 @@ from offload.ops._quant import (
     rounding_divide_by_pot,
     scale_zp,
 )
-from offload.quant import QUANTIZED_TYPES, is_quantized
+from offload.quant import QUANTIZED_TYPES, add_params, add_reference, is_quantized
 
 __all__ = [
     "BinaryOp",
@@ -238,13 +238,14 @@ def add_sub_quantized(kernel: BinaryOp, sign: int) -> QuantizedFn:
     """ADD (sign +1) and SUB (sign -1) on quantized tensors, the TFLite way.
 
     8-bit: both inputs are shifted left by 20 bits, brought to a common scale (twice the larger
-    input scale) with their own multipliers, summed, and rescaled to the output. int16 uses a
+    input scale) with their own multipliers, summed, and rescaled to the output
+    (:func:`offload.quant.add_params`, :func:`offload.quant.add_reference`). int16 uses a
     shift of 15, or, when every scale is a power of two and ``pot_scale_int16`` is set, plain
     rounding right shifts of one input onto the other's scale.
     """
     in1, in2, out = kernel.inputs[0], kernel.inputs[1], kernel.outputs[0]
     assert in1 is not None and in2 is not None
-    (s1, z1), (s2, z2), (so, zo) = scale_zp(in1), scale_zp(in2), scale_zp(out)
+    s1, s2, so = (scale_zp(t)[0] for t in (in1, in2, out))
     lo, hi = _quant_clamp(out, kernel.activation)
     dtype = out.dtype
 
@@ -266,17 +267,10 @@ def add_sub_quantized(kernel: BinaryOp, sign: int) -> QuantizedFn:
 
             return run_pot
 
-    left_shift = 15 if dtype == np.int16 else 20
-    twice_max = 2.0 * max(s1, s2)
-    m1, sh1 = quantize_multiplier(s1 / twice_max)
-    m2, sh2 = quantize_multiplier(s2 / twice_max)
-    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so))
+    params = add_params(in1, in2, out, left_shift=15 if dtype == np.int16 else 20)
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        sa = multiply_by_quantized_multiplier((a.astype(np.int64) - z1) << left_shift, m1, sh1)
-        sb = multiply_by_quantized_multiplier((b.astype(np.int64) - z2) << left_shift, m2, sh2)
-        raw = multiply_by_quantized_multiplier(sa + sign * sb, mo, sho) + zo
-        return np.clip(raw, lo, hi).astype(dtype)
+        return add_reference(a, b, params, (lo, hi), dtype, sign=sign)
 
     return run
 

@@ -18,6 +18,7 @@ from offload.quant import (
     dequantize,
     dtype_range,
     multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_lanes,
     quantize,
     quantize_multiplier,
     quantize_multipliers,
@@ -262,34 +263,6 @@ def _row_parameter_arrays(
     inv = (1.0 / scale.astype(np.float64)).astype(np.float32)
     inv[zero] = 0
     return scale, inv, offset, zero
-
-
-def multiply_by_quantized_multiplier_lanes(
-    acc: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, vector_channels: int
-) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier over the last (channel) axis the way LiteRT's optimized
-    per-channel kernels run it on x86, where NEON code runs through NEON_2_SSE: channels below
-    ``vector_channels`` go through NEON lanes (vqrdmulh, then vrshl, whose rounding shift sends
-    halves toward +inf), the rest through the scalar reference (halves away from zero).
-
-    Both are one exact int64 expression: the rounding doubling high multiply and the rounding
-    shift fold into ``(acc * m * 2**left + offset) >> (31 + right)``, the offset carrying both
-    roundings; the reference lanes take 1 off the second rounding for negative high halves.
-    """
-    channels = acc.shape[-1]
-    shift = np.broadcast_to(np.asarray(shift, np.int64), (channels,))
-    multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), (channels,))
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    # t = acc * m * 2**left + 2**30: the high multiply rounds t / 2**31 down (halves up).
-    scaled = np.asarray(acc, np.int64) * (multiplier << left) + (np.int64(1) << 30)
-    # The rounding shift by ``right`` adds half its divisor, 2**31 * 2**(right - 1).
-    half = (np.int64(1) << 31) * ((np.int64(1) << right) >> 1)
-    tail = scaled[..., vector_channels:]
-    negative_high = tail < 0  # floor(t / 2**31) < 0 exactly when t < 0
-    scaled += half
-    tail -= (np.int64(1) << 31) * (negative_high & (right[vector_channels:] > 0))
-    scaled >>= 31 + right
-    return scaled
 
 
 def _wrap32(x: int) -> int:

@@ -16,9 +16,10 @@ code compiled through NEON_2_SSE, bit for bit:
   integer sums, then ``acc * filter_scale * input_scale + bias`` in float32, multiplied in that
   order in NEON lanes of 4 channels and as ``acc * input_scale * filter_scale`` in the channels
   left over;
-- int8 per channel (integer_ops/depthwise_conv.h): exact sums plus bias, requantized 8 channels
-  at a time in NEON lanes and the rest by the scalar reference, which round halves differently
-  (:func:`multiply_by_quantized_multiplier_lanes`);
+- int8 per channel (integer_ops/depthwise_conv.h): exact sums plus bias, requantized 16 and 8
+  channels at a time in NEON lanes and the rest by the scalar reference, which round halves
+  differently (:func:`offload.quant.requantize_depthwise`; the float64 and int64 passes here
+  are faster forms of the same rule);
 - uint8 per tensor (depthwiseconv_uint8.h): its NEON lanes round as the reference does;
 - int16 x int8: the reference kernel's int64 arithmetic.
 """
@@ -39,7 +40,6 @@ from offload.ops._conv import (
     check_bias,
     filter_scales,
     filter_zero_point,
-    finish_quantized,
     kind_of,
     output_multipliers,
     scale_zp,
@@ -52,9 +52,9 @@ from offload.ops._quant import (
     quantize_rows,
 )
 from offload.ops._registry import register
+from offload.quant import depthwise_vector_channels, requantize_depthwise
 
-# Output channels LiteRT's kernels handle per NEON vector before their scalar leftover loop.
-_INT8_REQUANTIZE_LANES = 8
+# Output channels LiteRT's hybrid kernel scales per NEON vector before its leftover loop.
 _HYBRID_SCALE_LANES = 4
 # Size of the int64 buffer the int8 requantization works through, a block of rows at a time.
 _REQUANTIZE_BLOCK_BYTES = 256 * 1024
@@ -165,11 +165,10 @@ class DepthwiseConv2D(OpKernel):
                 self.clamp = activation_range_quantized(
                     self.activation or "NONE", out.quantization, out.dtype
                 )
-            # int8 requantizes per channel in NEON lanes of 8 with a scalar remainder; the
-            # uint8 kernel's lanes round like the reference; int16 runs the reference in int64.
-            per_channel = x.dtype == np.int8
-            self.vector_channels = out_ch // _INT8_REQUANTIZE_LANES * _INT8_REQUANTIZE_LANES
-            self.vector_channels = self.vector_channels if per_channel else 0
+            # int8 requantizes per channel in NEON lanes of 16 and 8 with a scalar remainder;
+            # the uint8 kernel's lanes round like the reference; int16 runs the reference in
+            # int64 (offload.quant.requantize_depthwise).
+            self.vector_channels = depthwise_vector_channels(out_ch, x.dtype)
         # int8 with NEON lanes: requantized in float64 where that is exact, else in int64
         # passes over row blocks (_requantize_lanes).
         self._lane_requantized = self.kind == "quantized" and self.vector_channels > 0
@@ -492,17 +491,11 @@ class DepthwiseConv2D(OpKernel):
         total = acc.astype(np.int64)
         if bias is not None:
             total += np.asarray(bias, np.int64)
-        if self.inputs[0].dtype == np.int16:
-            return finish_quantized(
-                total, self.mult, self.shift, self.outputs[0], self.activation, "wide"
-            )
-        scaled = multiply_by_quantized_multiplier_lanes(
-            total, self.mult, self.shift, self.vector_channels
+        result = requantize_depthwise(
+            total, self.mult, self.shift, self.out_zp, self.clamp, self.out_dtype
         )
-        scaled += self.out_zp
-        np.clip(scaled, *self.clamp, out=scaled)
         if self.fits(out, acc.shape, self.out_dtype):
             assert out is not None
-            np.copyto(out, scaled, casting="unsafe")
+            np.copyto(out, result)
             return out
-        return scaled.astype(self.out_dtype)
+        return result

@@ -10,6 +10,10 @@ or from pytest (``pip install "offload[testing]"``), in a delegate's own test su
     from offload.testing import conformance_test
     test_conformance = conformance_test("my_delegate", exclusions={"case": "why"})
 
+``--exact`` (``exact=True``) holds integer and bool outputs to the reference bit for bit, for
+integer delegates that claim LiteRT's arithmetic. A delegate package adds its own cases
+through the ``offload.conformance_cases`` entry-point group (:func:`delegate_cases`).
+
 A case the delegate takes is compared with the CPU reference. A declared op that no case
 exercises, or that the delegate refuses on every case, fails under strict (the pytest default):
 a declaration the kit cannot check must not pass as a green run.
@@ -20,6 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from offload.testing._cases import CASES, KIT_GAPS, OpCase, Runtime, build_case
+from offload.testing._extra import CASES_ENTRY_POINT_GROUP, delegate_cases, load_cases
+from offload.testing._report import format_report, print_report
 from offload.testing._runner import (
     CaseResult,
     ConformanceReport,
@@ -31,6 +37,7 @@ from offload.testing._runner import (
 
 __all__ = [
     "CASES",
+    "CASES_ENTRY_POINT_GROUP",
     "KIT_GAPS",
     "CaseResult",
     "ConformanceReport",
@@ -39,6 +46,10 @@ __all__ = [
     "Runtime",
     "build_case",
     "conformance_test",
+    "delegate_cases",
+    "format_report",
+    "load_cases",
+    "print_report",
     "run_case",
     "run_conformance",
     "summarize",

@@ -1,9 +1,12 @@
-"""``python -m offload.testing DELEGATE [--options JSON] [--strict] [--json]``: the kit.
+"""``python -m offload.testing DELEGATE [--options JSON] [--strict] [--exact] [--json]``.
 
 Runs every conformance case on DELEGATE (an installed delegate's name, a path to a .py file,
-or a module), prints one line per case and one per declared op, and exits 1 when a case
-fails or, with ``--strict``, when a declared op is never exercised or always refused.
-Needs no pytest. Exit status 2: the delegate could not be loaded or the arguments are wrong.
+or a module), with the cases installed packages register for it (entry-point group
+``offload.conformance_cases``) and any named by ``--cases MODULE:ATTR``; prints one line per
+case and one per declared op, and exits 1 when a case fails or, with ``--strict``, when a
+declared op is never exercised or always refused. ``--exact`` holds integer and bool outputs
+to the reference bit for bit. Needs no pytest. Exit status 2: the delegate or its cases could
+not be loaded, or the arguments are wrong.
 """
 
 from __future__ import annotations
@@ -14,44 +17,10 @@ import sys
 
 from offload._plugins import load_delegate
 from offload.errors import OffloadError
-from offload.testing._cases import CASES
-from offload.testing._runner import ConformanceReport, run_conformance
-
-
-def _print_table(report: ConformanceReport, strict: bool, everything: bool) -> None:
-    listed = {o.op for o in report.ops}
-    hidden = 0
-    for r in report.results:
-        if not everything and r.status == "not-claimed" and r.op not in listed:
-            hidden += 1
-            continue
-        print(f"{r.status:12} {r.case:38} {r.op:18} {r.dtype:8} {r.detail}")
-    if hidden:
-        print(f"({hidden} cases of ops the delegate does not declare; --all lists them)")
-    print()
-    print(f"{'op':18} {'verdict':16} pass fail refused not-claimed excluded")
-    for o in report.ops:
-        mark = "  <- fails" if o.fails(strict) else ""
-        print(
-            f"{o.op:18} {o.verdict:16} {o.passed:4} {o.failed:4} {o.refused:7} "
-            f"{o.not_claimed:11} {o.excluded:8}{mark}"
-        )
-        if o.detail and o.verdict != "ok":
-            print(f"{'':18} {o.detail}")
-        for reason in o.refusals:
-            if not (o.detail and o.detail.endswith(reason)):  # all-refused already quotes it
-                print(f"{'':18} refused: {reason}")
-    statuses = ("pass", "fail", "error", "refused", "not-claimed", "excluded")
-    counts = {s: sum(r.status == s for r in report.results) for s in statuses}
-    print()
-    print(", ".join(f"{n} {s}" for s, n in counts.items()))
-    if not strict:
-        unchecked = [o.op for o in report.ops if o.fails(True) and not o.fails(False)]
-        if unchecked:
-            print(
-                f"warning: declared but unchecked: {', '.join(unchecked)} "
-                "(a failure under --strict)"
-            )
+from offload.testing._cases import CASES, OpCase
+from offload.testing._extra import delegate_cases, load_cases
+from offload.testing._report import print_report
+from offload.testing._runner import run_conformance
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +42,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=REASON",
         help="skip a case or an op (upper-case name), with the reason; repeatable",
     )
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="integer and bool outputs must match the reference bit for bit (0 steps)",
+    )
+    parser.add_argument(
+        "--cases",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="add the cases this names (a sequence of OpCase, or a function returning one)",
+    )
     parser.add_argument("--case", action="append", default=[], help="run only these cases")
     parser.add_argument("--all", action="store_true", help="list every case, claimed or not")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -83,27 +64,28 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not name or not reason:
             parser.error(f"--exclude expects NAME=REASON, found {item!r}")
         exclusions[name] = reason
-    cases = CASES
-    if args.case:
-        known = {c.name for c in CASES}
-        unknown = [n for n in args.case if n not in known]
-        if unknown:
-            parser.error(f"unknown case(s) {unknown}; known: {', '.join(sorted(known))}")
-        cases = tuple(c for c in CASES if c.name in args.case)
     try:
         options = json.loads(args.options)
     except json.JSONDecodeError as exc:
         parser.error(f"--options expects a JSON object, found {args.options!r} ({exc})")
     try:
         delegate = load_delegate(args.delegate, options)
+        extra = [*delegate_cases(delegate.name), *(c for s in args.cases for c in load_cases(s))]
     except OffloadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = run_conformance(delegate, exclusions, cases)
+    cases: tuple[OpCase, ...] = (*CASES, *extra)
+    if args.case:
+        known = {c.name for c in cases}
+        unknown = [n for n in args.case if n not in known]
+        if unknown:
+            parser.error(f"unknown case(s) {unknown}; known: {', '.join(sorted(known))}")
+        cases = tuple(c for c in cases if c.name in args.case)
+    report = run_conformance(delegate, exclusions, cases, exact=args.exact)
     if args.json:
         print(json.dumps({**report.to_dict(), "ok": report.ok(args.strict)}, indent=2))
     else:
-        _print_table(report, args.strict, args.all)
+        print_report(report, strict=args.strict, everything=args.all)
     return 0 if report.ok(args.strict) else 1
 
 

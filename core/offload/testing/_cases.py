@@ -31,12 +31,14 @@ ConstantMaker = Callable[[np.random.Generator], "np.ndarray | tuple[np.ndarray, 
 class Runtime:
     """A runtime tensor of a case: an input fed with seeded random values, or an output.
 
-    ``dtype`` None means the case's dtype.
+    ``dtype`` None means the case's dtype. ``values``, for an input, makes its values from the
+    seeded generator instead (every pair of int8 codes, say); they must have the shape.
     """
 
     shape: tuple[int, ...]
     quant: Quant = None
     dtype: str | None = None
+    values: Callable[[np.random.Generator], np.ndarray] | None = None
 
 
 Operand = Runtime | ConstantMaker | None
@@ -568,6 +570,322 @@ _QUANTIZED: tuple[OpCase, ...] = (
     ),
 )
 
+# Scales that make rounding ties common: every real multiplier of these cases is a power of
+# two (or three times one), so the fixed-point products land exactly on halves. A delegate
+# that rounds halves another way than LiteRT's kernel for the op fails them under --exact.
+# The multipliers are 1/8, 1/16, 3/32 and 1/32 per channel: the rounding right shifts are
+# short, so many negative outputs sit on a tie, and small weights keep them in range.
+Q_TIE_IN: Quant = (2.0**-4, 3)
+Q_TIE_OUT: Quant = (2.0**-6, -2)
+_TIE_FILTER_SCALES = (2.0**-5, 2.0**-6, 3 * 2.0**-7, 2.0**-7)
+
+
+def _q8w_ties(*shape: int, axis: int = 0, magnitude: int = 1) -> ConstantMaker:
+    """int8 weights in [-magnitude, magnitude] with power-of-two scales per channel."""
+
+    def make(rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        values = rng.integers(-magnitude, magnitude + 1, size=shape).astype(np.int8)
+        cycle = np.resize(np.array(_TIE_FILTER_SCALES, np.float32), shape[axis])
+        return values, (cycle, np.zeros(shape[axis], np.int64), axis)
+
+    return make
+
+
+def _bias_ties(n: int) -> ConstantMaker:
+    """An int32 bias per channel, scaled input scale times filter scale as LiteRT expects."""
+    assert Q_TIE_IN is not None
+    scales = Q_TIE_IN[0] * np.resize(np.array(_TIE_FILTER_SCALES, np.float32), n)
+
+    def make(rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        values = rng.integers(-40, 41, size=n).astype(np.int32)
+        return values, (scales.astype(np.float32), np.zeros(n, np.int64), 0)
+
+    return make
+
+
+def _q8(*values: float, scale: float = 0.02, zero_point: int = 0) -> ConstantMaker:
+    """A per-tensor quantized int8 constant drawn from the seed (PRELU's alpha)."""
+
+    def make(rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        codes = rng.integers(-127, 128, size=tuple(int(v) for v in values)).astype(np.int8)
+        return codes, (scale, zero_point, 0)
+
+    return make
+
+
+I8 = "int8"
+_CODES = np.arange(-128, 128, dtype=np.int8)
+# Scales on which LiteRT's x86 lanes and its reference differ on a dozen pairs each.
+_ADD_Q1: Quant = (0.02838, -12)
+_ADD_Q2: Quant = (0.02859, -7)
+_ADD_QO: Quant = (0.01892, -18)
+Q_SOFTMAX_OUT: Quant = (1.0 / 256, -128)  # LiteRT's required int8 LOGISTIC / SOFTMAX output
+
+# int8 versions of every op that our delegates or LiteRT's GPU and Core ML delegates take in
+# a quantized form; the convolutions and ADD with scales that make rounding ties common.
+_INT8: tuple[OpCase, ...] = (
+    OpCase(
+        "conv_int8_rounding_ties",
+        "CONV_2D",
+        I8,
+        [_r(2, 6, 5, 4, quant=Q_TIE_IN), _q8w_ties(5, 3, 3, 4), _bias_ties(5)],
+        [_r(2, 3, 3, 5, quant=Q_TIE_OUT)],
+        options=_same(2, 2),
+        version=3,
+        atol=1.0,
+    ),
+    OpCase(
+        "fully_connected_int8_rounding_ties",
+        "FULLY_CONNECTED",
+        I8,
+        [_r(4, 32, quant=Q_TIE_IN), _q8w_ties(8, 32), _bias_ties(8)],
+        [_r(4, 8, quant=Q_TIE_OUT)],
+        version=4,
+        atol=1.0,
+    ),
+    # 27 channels: LiteRT requantizes 16, then 8 in vector lanes, the last 3 one by one.
+    OpCase(
+        "depthwise_int8_rounding_ties",
+        "DEPTHWISE_CONV_2D",
+        I8,
+        [_r(1, 5, 6, 27, quant=Q_TIE_IN), _q8w_ties(1, 3, 3, 27, axis=3), _bias_ties(27)],
+        [_r(1, 5, 6, 27, quant=Q_TIE_OUT)],
+        options=_same(depth_multiplier=1),
+        version=3,
+        atol=1.0,
+    ),
+    OpCase(
+        "depthwise_int8_multiplier2_batch2",
+        "DEPTHWISE_CONV_2D",
+        I8,
+        [_r(2, 6, 7, 5, quant=Q_IN), _q8w(1, 3, 3, 10, axis=3), _bias32(10, 0.0005)],
+        [_r(2, 3, 4, 10, quant=Q_OUT)],
+        options=_same(2, 2, depth_multiplier=2, fused_activation_function="RELU6"),
+        version=3,
+        atol=1.0,
+    ),
+    # Two input scales a power of two apart and an output scale that halves their sum; the
+    # second input broadcast over channels (LiteRT's scalar-broadcast lanes, then leftovers).
+    OpCase(
+        "add_int8_rounding_ties_broadcast",
+        "ADD",
+        I8,
+        [_r(2, 3, 4, 19, quant=(0.0625, 1)), _r(2, 3, 4, 1, quant=(0.03125, -5))],
+        [_r(2, 3, 4, 19, quant=(0.125, 0))],
+        version=2,
+        atol=1.0,
+    ),
+    # Every pair of int8 codes, on scales where LiteRT's x86 lanes and its reference differ
+    # on a few pairs: once element by element, once against a broadcast column.
+    OpCase(
+        "add_int8_every_pair",
+        "ADD",
+        I8,
+        [
+            Runtime((1, 256, 256), _ADD_Q1, values=lambda rng: _CODES.repeat(256)),
+            Runtime((1, 256, 256), _ADD_Q2, values=lambda rng: np.tile(_CODES, 256)),
+        ],
+        [_r(1, 256, 256, quant=_ADD_QO)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "add_int8_every_pair_scalar_broadcast",
+        "ADD",
+        I8,
+        [
+            Runtime((256, 256), _ADD_Q1, values=lambda rng: np.tile(_CODES, 256)),
+            Runtime((256, 1), _ADD_Q2, values=lambda rng: _CODES),
+        ],
+        [_r(256, 256, quant=_ADD_QO)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "add_int8_relu_odd_scales",
+        "ADD",
+        I8,
+        [_r(2, 5, 7, 3, quant=(0.0371, -7)), _r(2, 5, 7, 3, quant=(0.0913, 4))],
+        [_r(2, 5, 7, 3, quant=(0.0517, -20))],
+        options={"fused_activation_function": "RELU"},
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "sub_int8",
+        "SUB",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _r(2, 5, 7, 3, quant=(0.07, 5))],
+        [_r(2, 5, 7, 3, quant=Q_OUT)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "mul_int8_channel_broadcast",
+        "MUL",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _r(1, 1, 1, 3, quant=(0.07, 5))],
+        [_r(2, 5, 7, 3, quant=Q_OUT)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "max_pool_int8_same_batch2",
+        "MAX_POOL_2D",
+        I8,
+        [_r(2, 6, 7, 3, quant=Q_IN)],
+        [_r(2, 3, 4, 3, quant=Q_IN)],
+        options=_same(2, 2, **_window(2, 3), fused_activation_function="RELU"),
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "maximum_int8",
+        "MAXIMUM",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _r(2, 5, 7, 3, quant=Q_IN)],
+        [_r(2, 5, 7, 3, quant=Q_IN)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "minimum_int8",
+        "MINIMUM",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _r(2, 5, 7, 3, quant=Q_IN)],
+        [_r(2, 5, 7, 3, quant=Q_IN)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "concatenation_int8_channels",
+        "CONCATENATION",
+        I8,
+        [_r(1, 4, 5, 3, quant=Q_IN), _r(1, 4, 5, 2, quant=Q_IN)],
+        [_r(1, 4, 5, 5, quant=Q_IN)],
+        options={"axis": 3},
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "reshape_int8",
+        "RESHAPE",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _i32([2, 105])],
+        [_r(2, 105, quant=Q_IN)],
+        atol=1.0,
+    ),
+    OpCase(
+        "pad_int8",
+        "PAD",
+        I8,
+        [_r(2, 4, 5, 3, quant=Q_IN), _i32([[0, 0], [0, 2], [1, 0], [0, 0]])],
+        [_r(2, 6, 6, 3, quant=Q_IN)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "strided_slice_int8",
+        "STRIDED_SLICE",
+        I8,
+        [_r(2, 6, 8, 3, quant=Q_IN), _i32([0, 1, 0, 0]), _i32([2, 5, 8, 2]), _i32([1, 2, 3, 1])],
+        [_r(2, 2, 3, 2, quant=Q_IN)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "mean_int8_hw",
+        "MEAN",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _i32([1, 2])],
+        [_r(2, 1, 1, 3, quant=Q_OUT)],
+        options={"keep_dims": True},
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "resize_bilinear_int8",
+        "RESIZE_BILINEAR",
+        I8,
+        [_r(1, 4, 5, 3, quant=Q_IN), _i32([7, 9])],
+        [_r(1, 7, 9, 3, quant=Q_IN)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "relu_int8",
+        "RELU",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN)],
+        [_r(2, 5, 7, 3, quant=Q_OUT)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "relu6_int8",
+        "RELU6",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN)],
+        [_r(2, 5, 7, 3, quant=(0.03, -100))],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "logistic_int8",
+        "LOGISTIC",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_OUT)],
+        [_r(2, 5, 7, 3, quant=Q_SOFTMAX_OUT)],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "softmax_int8",
+        "SOFTMAX",
+        I8,
+        [_r(2, 10, quant=Q_OUT)],
+        [_r(2, 10, quant=Q_SOFTMAX_OUT)],
+        options={"beta": 1.0},
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "hard_swish_int8",
+        "HARD_SWISH",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_OUT)],
+        [_r(2, 5, 7, 3, quant=(0.05, -60))],
+        atol=1.0,
+    ),
+    OpCase(
+        "exp_int8",
+        "EXP",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN)],
+        [_r(2, 5, 7, 3, quant=(0.1, -128))],
+        version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "prelu_int8",
+        "PRELU",
+        I8,
+        [_r(2, 5, 7, 3, quant=Q_IN), _q8(1, 1, 3)],
+        [_r(2, 5, 7, 3, quant=Q_OUT)],
+        atol=1.0,
+    ),
+    OpCase(
+        "transpose_conv_int8",
+        "TRANSPOSE_CONV",
+        I8,
+        [_i32([1, 9, 11, 3]), _q8w(3, 3, 3, 4), _r(1, 5, 6, 4, quant=Q_IN)],
+        [_r(1, 9, 11, 3, quant=Q_OUT)],
+        options=_same(2, 2),
+        version=2,
+        atol=1.0,
+    ),
+)
+
 # LiteRT's BASIC LSTM cell (op version 2): input, previous activation, weights, bias,
 # previous state; outputs activation, state and the two temporaries, batch 2.
 _LSTM = OpCase(
@@ -592,6 +910,7 @@ CASES: tuple[OpCase, ...] = (
     *_POOL,
     *_SHAPE,
     *_QUANTIZED,
+    *_INT8,
     _LSTM,
 )
 
@@ -633,7 +952,10 @@ def build_case(case: OpCase, seed: int = 0) -> tuple[bytes, list[np.ndarray]]:
             tensors.append(
                 b.add_input(f"in{k}", shape=operand.shape, dtype=dtype, quantization=operand.quant)
             )
-            arrays.append(_random(rng, operand.shape, dtype))
+            if operand.values is None:
+                arrays.append(_random(rng, operand.shape, dtype))
+            else:
+                arrays.append(np.asarray(operand.values(rng), dtype).reshape(operand.shape))
         else:
             made = operand(rng)
             if isinstance(made, tuple):

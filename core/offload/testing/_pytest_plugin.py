@@ -34,13 +34,15 @@ def conformance_test(
     *,
     strict: bool = True,
     cases: Iterable[OpCase] = CASES,
+    exact: bool = False,
 ) -> Callable[..., None]:
     """A parametrized pytest test: one item per case, and one named ``declaration``.
 
     A case fails when the delegate takes it and gets it wrong (or raises); a refused or
     undeclared case is skipped with its reason. The ``declaration`` item fails, when
     ``strict``, for every declared op that no case exercises or that every case refused.
-    ``exclusions`` maps case names or op names to the reason they are left out.
+    ``exclusions`` maps case names or op names to the reason they are left out. ``exact``
+    holds integer and bool outputs to the reference bit for bit.
     """
     cases = tuple(cases)
     exclusions = dict(exclusions or {})
@@ -60,7 +62,7 @@ def conformance_test(
         from offload.testing._runner import run_case
 
         if case.name not in done:
-            done[case.name] = run_case(case, loaded, exclusions)
+            done[case.name] = run_case(case, loaded, exclusions, exact=exact)
         return done[case.name]
 
     @pytest.mark.parametrize("case", [*cases, None], ids=[*(c.name for c in cases), _DECLARATION])

@@ -10,6 +10,10 @@ what its declaration alone says (``delegate.capabilities`` checked by the core):
 * not declared and not taken -> ``not-claimed``, with the declaration's reason.
 * named in ``exclusions`` -> ``excluded``, with the reason given.
 
+With ``exact``, integer and bool outputs must equal the reference's bit for bit (0 steps),
+whatever the case's tolerance: for integer delegates that claim LiteRT's arithmetic. Float
+outputs keep the case's tolerance (a float kernel may sum in another order).
+
 Per op the delegate declares, :class:`OpReport` counts the cases and gives a verdict. Strict
 mode also fails an op that is declared but that no case exercises, or that every case its
 declaration accepts was refused: such a declaration is unchecked, and a run that says nothing
@@ -19,7 +23,8 @@ about it must not look green.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
@@ -30,6 +35,7 @@ from offload._delegate import Delegate
 from offload._graph import ModelType
 from offload._interpreter import Interpreter
 from offload._plan import Plan
+from offload.errors import PartitionCostWarning
 from offload.testing._cases import CASES, KIT_GAPS, OpCase, build_case
 
 __all__ = [
@@ -161,15 +167,27 @@ def _run(content: bytes, arrays: list[np.ndarray], delegate: Delegate | None) ->
     return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
 
 
-def _compare(case: OpCase, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
-    """None when every output is within the case's tolerance, else what differs."""
+def _tolerance(case: OpCase, dtype: np.dtype, exact: bool) -> tuple[float, float]:
+    """(atol, rtol) of an output: the case's, or none for integer and bool outputs when
+    ``exact``."""
+    if exact and (np.issubdtype(dtype, np.integer) or dtype == np.bool_):
+        return 0.0, 0.0
+    return case.atol, case.rtol
+
+
+def _compare(
+    case: OpCase, got: Sequence[np.ndarray], want: Sequence[np.ndarray], exact: bool = False
+) -> str | None:
+    """None when every output is within its tolerance (:func:`_tolerance`), else what
+    differs."""
     if len(got) != len(want):
         return f"got {len(got)} outputs, reference {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape or g.dtype != w.dtype:
             return f"output {k}: got {g.dtype}{list(g.shape)}, reference {w.dtype}{list(w.shape)}"
+        atol, rtol = _tolerance(case, w.dtype, exact)
         g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        excess = np.abs(g64 - w64) - (case.atol + case.rtol * np.abs(w64))
+        excess = np.abs(g64 - w64) - (atol + rtol * np.abs(w64))
         nan_mismatch = np.isnan(g64) != np.isnan(w64)
         bad = (excess > 0) | nan_mismatch
         if np.any(bad):
@@ -178,17 +196,23 @@ def _compare(case: OpCase, got: Sequence[np.ndarray], want: Sequence[np.ndarray]
             return (
                 f"output {k}: {int(np.count_nonzero(bad))} of {g.size} values off, worst at "
                 f"{list(map(int, where))}: got {g.ravel()[worst]}, reference {w.ravel()[worst]} "
-                f"(atol {case.atol}, rtol {case.rtol})"
+                f"({'exact' if (atol, rtol) == (0.0, 0.0) else f'atol {atol}, rtol {rtol}'})"
             )
     return None
 
 
 def run_case(
-    case: OpCase, delegate: Delegate, exclusions: Mapping[str, str] | None = None, seed: int = 0
+    case: OpCase,
+    delegate: Delegate,
+    exclusions: Mapping[str, str] | None = None,
+    seed: int = 0,
+    *,
+    exact: bool = False,
 ) -> CaseResult:
     """Run one case on ``delegate`` and compare with the CPU reference.
 
     ``exclusions`` maps case names, or op names (all of that op's cases), to a reason.
+    ``exact``: integer and bool outputs must match bit for bit (see the module docstring).
     """
     exclusions = exclusions or {}
     for key in (case.name, case.op):
@@ -200,6 +224,21 @@ def run_case(
         return CaseResult(case.name, case.op, case.dtype, status, detail, declared)
 
     content, arrays = build_case(case, seed)
+    with warnings.catch_warnings():
+        # A one-node plan is "fragmented" by design; the cost warning says nothing here.
+        warnings.simplefilter("ignore", PartitionCostWarning)
+        return _judge(case, delegate, content, arrays, result, exact)
+
+
+def _judge(
+    case: OpCase,
+    delegate: Delegate,
+    content: bytes,
+    arrays: list[np.ndarray],
+    result: Callable[..., CaseResult],
+    exact: bool,
+) -> CaseResult:
+    """Plan the case's model with ``delegate``, run it both ways and compare."""
     try:
         plan = Interpreter(model_content=content, experimental_delegates=[delegate]).plan()
         declared_reason = _declared_reason(delegate.capabilities, plan)
@@ -223,7 +262,7 @@ def run_case(
         got = _run(content, arrays, delegate)
     except Exception as exc:  # a crashing delegate is a result to report, not a crash
         return result("error", f"{type(exc).__name__}: {exc}{note}", declared_reason is None)
-    problem = _compare(case, got, want)
+    problem = _compare(case, got, want, exact)
     if problem is not None:
         return result("fail", problem + note, declared_reason is None)
     return result("pass", note.strip(" ()"), declared_reason is None)
@@ -290,7 +329,10 @@ def run_conformance(
     exclusions: Mapping[str, str] | None = None,
     cases: Iterable[OpCase] = CASES,
     seed: int = 0,
+    *,
+    exact: bool = False,
 ) -> ConformanceReport:
-    """Every case in order, then the per-op verdicts; see :class:`ConformanceReport`."""
-    results = [run_case(case, delegate, exclusions, seed) for case in cases]
+    """Every case in order, then the per-op verdicts; see :class:`ConformanceReport`.
+    ``exact``: integer and bool outputs must match the reference bit for bit."""
+    results = [run_case(case, delegate, exclusions, seed, exact=exact) for case in cases]
     return summarize(delegate, results, exclusions)

@@ -17,7 +17,7 @@ PLUGIN_DIRS := $(filter-out $(addprefix plugins/,$(SKIP_PLUGINS)),\
 	$(patsubst %/pyproject.toml,%,$(wildcard plugins/*/pyproject.toml)))
 PLUGIN_REQS := $(foreach d,$(PLUGIN_DIRS),-e "$(d)$(if $(findstring gpu_opencl,$(d)),[pocl])")
 
-.PHONY: setup demo test lint clean conformance
+.PHONY: setup demo test lint clean conformance wheel-test
 
 setup: $(STAMP)
 
@@ -41,6 +41,26 @@ test: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(MAKE) --no-print-directory wheel-test
+
+# The wheels users install, not the editable sources: each distribution built as a wheel
+# (with the .venv's setuptools, from the test extra), installed without dependencies (they are
+# the .venv's) into build/wheel-site, which comes first on the path, and the
+# packaging-sensitive tests run against it.
+WHEELS := build/wheels
+WHEEL_SITE := $(CURDIR)/build/wheel-site
+WHEEL_TESTS := tests/test_wheels.py tests/test_public_api.py tests/opencl/test_source.py \
+	tests/test_run_apps.py::test_tflite_runtime_app_on_the_reference \
+	tests/test_run_apps.py::test_compiled_model_app_runs_on_offload
+
+wheel-test: setup
+	rm -rf $(WHEELS) $(WHEEL_SITE)
+	$(BIN)/python -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
+		-w $(WHEELS) . $(PLUGIN_DIRS)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps \
+		--target $(WHEEL_SITE) $(WHEELS)/*.whl
+	OFFLOAD_WHEEL_SITE=$(WHEEL_SITE) PYTHONPATH=$(WHEEL_SITE) \
+		$(BIN)/python -m pytest -q -p no:cacheprovider $(WHEEL_TESTS)
 
 # Full-size models (too big to commit) made with TensorFlow in an environment of their own
 # (TensorFlow is never a dependency of offload), then compared with LiteRT node by node on

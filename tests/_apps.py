@@ -17,10 +17,12 @@ IMPORTS = {
     "tflite_runtime": "from tflite_runtime.interpreter import Interpreter\n",
     "ai_edge_litert": "from ai_edge_litert.interpreter import Interpreter\n",
     "tf.lite": "import tensorflow as tf\n\nInterpreter = tf.lite.Interpreter\n",
-    "compiled_model": (
-        "from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator\n"
-    ),
 }
+# LiteRT 2.x's CompiledModel API (style "compiled_model"): the hardware it names chooses the
+# delegates, so it is not among the interpreter styles above that take --delegate.
+COMPILED_MODEL_IMPORT = (
+    "from ai_edge_litert.compiled_model import CompiledModel, HardwareAccelerator\n"
+)
 
 BODY = """
 import sys
@@ -67,8 +69,10 @@ print("interpreter:", [c.__module__ for c in type(compiled).__mro__])
 
 def write_app(directory: Path, style: str) -> Path:
     path = directory / f"app_{style.replace('.', '_')}.py"
-    body = COMPILED_MODEL_BODY if style == "compiled_model" else BODY
-    path.write_text(IMPORTS[style] + body)
+    if style == "compiled_model":
+        path.write_text(COMPILED_MODEL_IMPORT + COMPILED_MODEL_BODY)
+    else:
+        path.write_text(IMPORTS[style] + BODY)
     return path
 
 

@@ -14,6 +14,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -121,7 +122,7 @@ def _read_lines(path: str, what: str) -> list[str]:
     return [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _ground_truth(args: argparse.Namespace, count: int) -> list[int]:
+def _ground_truth(args: argparse.Namespace | SimpleNamespace, count: int) -> list[int]:
     labels = _read_lines(args.labels, "--labels")
     if len(labels) < count:
         raise UsageError(

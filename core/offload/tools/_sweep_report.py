@@ -227,7 +227,14 @@ def _reduce(
     """Fold the per-item figures of configuration ``k`` into ``row``, in item order."""
     failures: Counter[str] = Counter()
     latencies: list[float] = []
-    hit1, hit5, agree, max_err, mean_err, rel, steps, mean_steps = ([] for _ in range(8))
+    hit1: list[float] = []
+    hit5: list[float] = []
+    agree: list[float] = []
+    max_err: list[float] = []
+    mean_err: list[float] = []
+    rel: list[float] = []
+    steps: list[float] = []
+    mean_steps: list[float] = []
     for index in range(n):
         error, figures = items.get(index, ("no result for this item", []))
         if error is None and len(figures) > k and figures[k].get("error"):
@@ -442,7 +449,7 @@ def _plots(report: SweepReport) -> list[tuple[str, str]]:
     colours = plt.get_cmap("tab10")
     for r in ok:
         y = getattr(r, metric)
-        if y is None:
+        if y is None or r.p50_ms is None:
             continue
         ax.scatter(
             r.p50_ms,

@@ -187,11 +187,12 @@ class ModelRunner:
                 results[k] = {"error": "not loaded"}
                 continue
             try:
-                latency, outputs[k] = self._invoke(it, inputs)
+                latency, produced = self._invoke(it, inputs)
             except Exception as exc:
                 results[k] = {"error": _describe(exc)}
                 continue
-            results[k] = {"error": None, "latency_s": latency, **_top_k(outputs[k], item.label)}
+            outputs[k] = produced
+            results[k] = {"error": None, "latency_s": latency, **_top_k(produced, item.label)}
         ref = outputs[self.task.reference]
         for k, out in enumerate(outputs):
             if out is not None and ref is not None and results[k] is not None:

@@ -106,7 +106,7 @@ def test_dtypes_cover_outputs_unless_output_dtypes_is_given() -> None:
     """dtypes is checked on runtime inputs and outputs; output_dtypes overrides it for outputs."""
     model = _add(out_dtype=np.int32)
     assert _reason(OpCapability(op="ADD"), model) == (
-        "dtype: output 0 is int32, supported ['float32']"
+        "dtypes: output 0 is int32, supported ['float32']"
     )
     assert _reason(OpCapability(op="ADD", output_dtypes=("int32",)), model) is None
 

@@ -408,13 +408,13 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
         if t is None or t.is_constant:
             continue
         if _dtype_name(t.dtype) not in cap.dtypes:
-            return f"dtype: input {pos} is {_dtype_name(t.dtype)}, supported {list(cap.dtypes)}"
+            return f"dtypes: input {pos} is {_dtype_name(t.dtype)}, supported {list(cap.dtypes)}"
         if cap.max_rank is not None and len(t.shape) > cap.max_rank:
             return (
                 f"max_rank: input {pos} has rank {len(t.shape)}, at most {cap.max_rank} supported"
             )
     out_field, out_dtypes = (
-        ("dtype", cap.dtypes) if cap.output_dtypes is None else ("output_dtypes", cap.output_dtypes)
+        ("dtypes", cap.dtypes) if cap.output_dtypes is None else ("output_dtypes", cap.output_dtypes)
     )
     for pos, i in enumerate(node.outputs):
         if i < 0:

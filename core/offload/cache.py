@@ -74,6 +74,7 @@ from offload.errors import CacheError
 
 __all__ = [
     "CacheDir",
+    "CACHE_DIR_ENV",
     "CacheWarning",
     "EntryStore",
     "KEY_FILE",
@@ -108,10 +109,19 @@ _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK)
 
 
+# The root of every delegate's default cache directory (see default_location).
+CACHE_DIR_ENV = "OFFLOAD_CACHE_DIR"
+
+
 def default_location(namespace: str) -> Path:
     """Where a delegate keeps its cache when the user names no directory: ``namespace`` under
-    ``$XDG_CACHE_HOME/offload`` (``~/.cache/offload`` where that is unset), as most Linux
-    tools place theirs. Only a path: :meth:`CacheDir.open` checks and creates it."""
+    ``$OFFLOAD_CACHE_DIR`` where that is set (one root for every delegate's cache: a CI job
+    or a container points it at a volume), else under ``$XDG_CACHE_HOME/offload``
+    (``~/.cache/offload`` where that is unset), as most Linux tools place theirs. Only a path:
+    :meth:`CacheDir.open` checks and creates it."""
+    root = os.environ.get(CACHE_DIR_ENV)
+    if root:
+        return Path(root) / namespace
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "offload" / namespace
 

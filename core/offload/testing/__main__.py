@@ -23,7 +23,9 @@ from offload.testing._report import print_report
 from offload.testing._runner import run_conformance
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m offload.testing`` (the docs' examples are checked
+    against it)."""
     parser = argparse.ArgumentParser(
         prog="python -m offload.testing",
         description="Run offload's conformance cases on a delegate against the CPU reference.",
@@ -57,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", default=[], help="run only these cases")
     parser.add_argument("--all", action="store_true", help="list every case, claimed or not")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     exclusions: dict[str, str] = {}
     for item in args.exclude:

@@ -1,6 +1,7 @@
 # Two entry points that work on a fresh machine with Python 3.11+ and pip:
 #   make demo   - set up .venv and run a bundled model built by offload's model builder
-#   make test   - set up .venv, lint (ruff check, ruff format --check), then run the test suite
+#   make test   - set up .venv, lint (ruff check, ruff format --check, mypy), run the test
+#                 suite, then the packaging-sensitive tests against the built wheels
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -37,9 +38,14 @@ demo: setup
 # test suite starts.
 LINT_PATHS := core plugins tests benchmarks scripts
 
+# The packages mypy checks, one by one: a plugins/*/offload_* glob also matches the
+# offload_*.egg-info folders an editable install leaves, which mypy stops on.
+TYPED := core/offload $(foreach d,$(PLUGIN_DIRS),$(d)/offload_$(notdir $(d)))
+
 test: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy $(TYPED)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 	$(MAKE) --no-print-directory wheel-test
 
@@ -78,6 +84,7 @@ conformance: setup
 lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy $(TYPED)
 
 clean:
 	rm -rf $(VENV)

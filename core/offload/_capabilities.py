@@ -413,9 +413,9 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
             return (
                 f"max_rank: input {pos} has rank {len(t.shape)}, at most {cap.max_rank} supported"
             )
-    out_field, out_dtypes = (
-        ("dtypes", cap.dtypes) if cap.output_dtypes is None else ("output_dtypes", cap.output_dtypes)
-    )
+    out_field, out_dtypes = ("dtypes", cap.dtypes)
+    if cap.output_dtypes is not None:
+        out_field, out_dtypes = "output_dtypes", cap.output_dtypes
     for pos, i in enumerate(node.outputs):
         if i < 0:
             continue

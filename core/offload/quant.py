@@ -201,7 +201,7 @@ def quantize_multipliers(real_multipliers: np.ndarray) -> tuple[np.ndarray, np.n
     return qm, shift
 
 
-def saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+def saturating_rounding_doubling_high_mul(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     """gemmlowp's SaturatingRoundingDoublingHighMul on int32 values held in int64."""
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
@@ -214,7 +214,7 @@ def saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray | int) ->
     return np.where(overflow, _INT32_MAX, high)
 
 
-def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
+def rounding_divide_by_pot(x: np.ndarray | int, exponent: np.ndarray | int) -> np.ndarray:
     """gemmlowp's RoundingDivideByPOT: x / 2**exponent, rounding halves away from zero."""
     x = np.asarray(x, np.int64)
     exponent = np.asarray(exponent, np.int64)
@@ -243,7 +243,7 @@ def activation_range_quantized(
     scale, zero_point = scale_zero_point(q)
 
     def to_q(value: float) -> int:
-        return zero_point + int(tflite_round(np.float32(value) / scale))
+        return zero_point + int(tflite_round(np.asarray(np.float32(value) / scale)))
 
     if activation == "RELU":
         return max(lo, to_q(0.0)), hi
@@ -328,7 +328,7 @@ def multiply_by_quantized_multiplier_half_up(
 
 
 def multiply_by_quantized_multiplier_lanes(
-    x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray, vector_channels: int
+    x: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | int, vector_channels: int
 ) -> np.ndarray:
     """MultiplyByQuantizedMultiplier over the last (channel) axis the way LiteRT's optimized
     per-channel kernels (int8 DEPTHWISE_CONV_2D, MEAN) run it on x86, where NEON code runs
@@ -478,8 +478,8 @@ def add_params(
     ``quantize_multiplier(scale_in / scale_out)``: that skips the common scale and its 20
     bits, and rounds differently.
     """
-    (s1, z1), (s2, z2), (so, zo) = (scale_zero_point(t) for t in (input1, input2, output))
-    s1, s2, so = float(s1), float(s2), float(so)
+    (q1, z1), (q2, z2), (qo, zo) = (scale_zero_point(t) for t in (input1, input2, output))
+    s1, s2, so = float(q1), float(q2), float(qo)
     twice_max = 2.0 * max(s1, s2)
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)

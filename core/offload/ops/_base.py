@@ -8,23 +8,36 @@ arithmetic on every invoke. The interpreter wraps any failure with the node's de
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeGuard, TypeVar
 
 import numpy as np
+
+from offload.errors import OpExecutionError
 
 if TYPE_CHECKING:
     from offload._graph import Node, Subgraph, Tensor
 
-__all__ = ["OpKernel", "KernelResult", "Shape", "ShapeContext", "check_shape"]
+__all__ = ["OpKernel", "KernelResult", "Shape", "ShapeContext", "check_shape", "present"]
 
 KernelResult = np.ndarray | Sequence[np.ndarray]
 Shape = tuple[int, ...]
+_T = TypeVar("_T")
 
 
 def check_shape(condition: bool, message: str) -> None:
     """Raise the error shape rules raise: a ValueError saying what was expected and found."""
     if not condition:
         raise ValueError(message)
+
+
+def present(value: _T | None, what: str, where: str = "") -> _T:
+    """``value``, which the caller cannot do without: an omitted input, or a tensor's missing
+    quantization, is a malformed model (model files are untrusted), so None raises
+    OpExecutionError saying ``what`` was expected, prefixed by ``where`` (the node's
+    description; :meth:`OpKernel.required` passes it)."""
+    if value is None:
+        raise OpExecutionError(f"{where}: " * bool(where) + f"expected {what}, found none")
+    return value
 
 
 class ShapeContext:
@@ -117,6 +130,22 @@ class OpKernel:
             return None
         return tensor.constant_value()
 
+    def input_tensor(self, position: int) -> Tensor:
+        """Input ``position``, which this op requires: OpExecutionError naming the node when the
+        model omits it (LiteRT's kernels fail to prepare such a node)."""
+        tensor = self.inputs[position] if 0 <= position < len(self.inputs) else None
+        if tensor is None:
+            found = f"{len(self.inputs)} inputs" if position >= len(self.inputs) else "it omitted"
+            raise OpExecutionError(
+                f"{self.node.describe()}: expected input {position} to be present, found {found}"
+            )
+        return tensor
+
+    def required(self, value: _T | None, what: str) -> _T:
+        """``value`` (an input array, a tensor's quantization), which the kernel needs:
+        OpExecutionError naming the node and saying ``what`` was expected when it is None."""
+        return value if value is not None else present(value, what, self.node.describe())
+
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None] | None:
         """The node's output shapes computed from its input shapes, options and constants.
@@ -155,11 +184,15 @@ class OpKernel:
         """Read options and pre-transform constant inputs. Called once, at planning time."""
 
     @staticmethod
-    def fits(out: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    def fits(
+        out: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype | type
+    ) -> TypeGuard[np.ndarray]:
         """Whether an ``out`` array given to a ``writes_into`` kernel can hold the result."""
         return out is not None and out.shape == tuple(shape) and out.dtype == dtype
 
-    def run(self, *inputs: np.ndarray | None) -> KernelResult:
+    # ``*inputs: Any, **kwargs: Any`` is the signature mypy accepts any override of: each
+    # kernel names its own positional input arrays (and ``out=`` when it ``writes_into``).
+    def run(self, *inputs: Any, **kwargs: Any) -> KernelResult:
         """Compute the node's outputs from its input arrays (None for omitted inputs).
 
         Return one array for a single-output op, or a sequence with one array per output,

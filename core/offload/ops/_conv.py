@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -186,7 +187,7 @@ requantize_real = multiply_by_real_multiplier
 Rounding = Literal["double", "ruy", "wide", "real"]
 
 # Each kernel's rule, from offload.quant (see its table of rules per op family).
-_REQUANTIZE = {
+_REQUANTIZE: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]] = {
     "double": multiply_by_quantized_multiplier,
     "ruy": multiply_by_quantized_multiplier_half_up,
     "wide": multiply_by_quantized_multiplier_int64,

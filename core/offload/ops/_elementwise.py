@@ -109,7 +109,10 @@ class BinaryOp(OpKernel):
     8/16-bit quantized tensors. ``fused`` ops read ``fused_activation_function``.
     """
 
-    fn: ClassVar[Callable[[np.ndarray, np.ndarray], np.ndarray]]
+    # Subclasses assign ``staticmethod(<ufunc or function>)``; the rule is always read from
+    # the class (``type(self).fn``), unbound. A ``Callable[..., ...]`` class variable is what
+    # mypy accepts a staticmethod of any of those signatures for.
+    fn: ClassVar[Callable[..., np.ndarray]]
     fused: ClassVar[bool] = False
     # Whether the op takes quantized inputs as raw integers (MAXIMUM, MINIMUM: both sides share
     # the output's quantization, so order and selection work on the raw values).
@@ -136,8 +139,9 @@ class BinaryOp(OpKernel):
         if is_quantized(self.inputs[0]) and not self.raw_quantized:
             self._quantized = self.quantized()
             if self._quantized is None:
+                dtype = self.input_tensor(0).dtype
                 raise UnsupportedOpError(
-                    f"{self.node.describe()}: quantized {self.inputs[0].dtype} inputs are not "
+                    f"{self.node.describe()}: quantized {dtype} inputs are not "
                     "supported by this kernel"
                 )
         # The float clamp to the finite range, skipped where the graph bounds the result far
@@ -182,12 +186,10 @@ class BinaryOp(OpKernel):
 
     def _compute(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         if out is not None and self.writes_into:
-            return type(self).fn(a, b, out=out)  # type: ignore[call-arg]
+            return type(self).fn(a, b, out=out)
         return np.asarray(self.compute(a, b))
 
-    def run(  # type: ignore[override]
-        self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
-    ) -> np.ndarray:
+    def run(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self._quantized is not None:
             return self._quantized(a, b)
         with np.errstate(all="ignore"):
@@ -283,8 +285,9 @@ class UnaryOp(OpKernel):
     (typically a :class:`~offload.ops._lut.Lut` built from an exact integer algorithm).
     """
 
-    fn: ClassVar[Callable[[np.ndarray], np.ndarray]]
-    lut_fn: ClassVar[Callable[[np.ndarray], np.ndarray] | None] = None
+    # As in BinaryOp: staticmethods of ufuncs or functions, read unbound from the class.
+    fn: ClassVar[Callable[..., np.ndarray]]
+    lut_fn: ClassVar[Callable[..., np.ndarray] | None] = None
     # Ops defined on raw integers as well (NEG, ABS on int32): those go through ``fn``.
     raw_quantized: ClassVar[bool] = False
 
@@ -299,7 +302,7 @@ class UnaryOp(OpKernel):
             self._quantized = self.quantized()
             if self._quantized is None:
                 raise UnsupportedOpError(
-                    f"{self.node.describe()}: quantized {self.inputs[0].dtype} input is not "
+                    f"{self.node.describe()}: quantized {self.input_tensor(0).dtype} input is not "
                     "supported by this kernel"
                 )
         fn = getattr(type(self), "fn", None)
@@ -328,15 +331,13 @@ class UnaryOp(OpKernel):
             return lambda x: int16_lut_lookup(table, x)
         return Lut(lut_from_float(fn, in_t.quantization, out_t.quantization, self.dtype))
 
-    def run(  # type: ignore[override]
-        self, x: np.ndarray, out: np.ndarray | None = None
-    ) -> np.ndarray:
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self._quantized is not None:
             return self._quantized(x)
         fn = type(self).fn
         with np.errstate(all="ignore"):
             if self.writes_into and self.fits(out, x.shape, self.dtype):
-                return fn(x, out=out)  # type: ignore[call-arg]
+                return fn(x, out=out)
             result = np.asarray(fn(x))
         return result.astype(self.dtype, copy=False)
 

@@ -23,6 +23,7 @@ import numpy as np
 from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
+from offload.ops._base import OpKernel, present
 from offload.ops._quant import quantize_rows
 from offload.quant import scale_zero_point
 
@@ -93,7 +94,9 @@ class Matrix:
         if quantized is None:
             return acc
         q, row_scale, zp = quantized
-        dot = q @ self.weights.T - zp[:, None] * self.row_sums[None, :]
+        # from_tensor sets row_sums with the scale of every int8 matrix.
+        row_sums = present(self.row_sums, "the row sums of int8 weights")
+        dot = q @ self.weights.T - zp[:, None] * row_sums[None, :]
         scale = (row_scale * self.scale).astype(np.float32)
         return acc + dot.astype(np.float32) * scale[:, None]
 
@@ -109,19 +112,21 @@ class LstmCell:
 
     work_dtype = np.float32  # the dtype ``step`` computes in
 
-    def __init__(self, kernel: object, values: list[np.ndarray | None]) -> None:
-        inputs: list[Tensor | None] = kernel.inputs  # type: ignore[attr-defined]
-        options = kernel.options  # type: ignore[attr-defined]
-        describe = kernel.node.describe()  # type: ignore[attr-defined]
+    def __init__(self, kernel: OpKernel, values: list[np.ndarray | None]) -> None:
+        inputs = kernel.inputs
+        options = kernel.options
+        describe = kernel.node.describe()
+        self.describe = describe
         if options.get("kernel_type", "FULL") not in ("FULL", 0):
             raise UnsupportedOpError(
                 f"{describe}: expected kernel_type FULL for the 24-input LSTM cell, found "
                 f"{options.kernel_type}"
             )
-        if inputs[0].dtype != np.float32:
+        x_tensor = kernel.input_tensor(0)
+        if x_tensor.dtype != np.float32:
             raise UnsupportedOpError(
                 f"{describe}: expected a float32 input (float or dynamic-range model), found "
-                f"{inputs[0].type_name}; the fully integer path takes int8 input and is "
+                f"{x_tensor.type_name}; the fully integer path takes int8 input and is "
                 "implemented for UNIDIRECTIONAL_SEQUENCE_LSTM only"
             )
 
@@ -130,7 +135,9 @@ class LstmCell:
 
         def matrix(i: int) -> Matrix | None:
             t = tensor(i)
-            return None if t is None else Matrix.from_tensor(t, values[i])
+            if t is None:
+                return None
+            return Matrix.from_tensor(t, present(values[i], f"the value of input {i}", describe))
 
         def vector(i: int, what: str) -> np.ndarray | None:
             t = tensor(i)
@@ -159,14 +166,17 @@ class LstmCell:
         self.layer_norm = {g: vector(20 + k, "layer norm") for k, g in enumerate(_GATES)}
         self.use_cifg = self.input_w["input"] is None
         self.use_layer_norm = self.layer_norm["forget"] is not None
-        self.hybrid = self.input_w["forget"].hybrid
+        forget_w = present(
+            self.input_w["forget"], "input 2 (the input-to-forget weights)", describe
+        )
+        self.hybrid = forget_w.hybrid
         self.asymmetric = bool(options.get("asymmetric_quantize_inputs", False))
         self.activation = options.get("fused_activation_function", "TANH")
         self.cell_clip = np.float32(options.get("cell_clip", 0.0))
         self.proj_clip = np.float32(options.get("proj_clip", 0.0))
         if options.get("diagonal_recurrent_tensors", False):
             raise UnsupportedOpError(f"{describe}: diagonal recurrent weights are not implemented")
-        n_cell = self.input_w["forget"].weights.shape[0]
+        n_cell = forget_w.weights.shape[0]
         for g in _GATES:
             if self.bias[g] is None and not (g == "input" and self.use_cifg):
                 self.bias[g] = np.zeros(n_cell, np.float32)
@@ -182,14 +192,21 @@ class LstmCell:
         activation: str,
     ) -> np.ndarray:
         n_batch = x.shape[0]
-        n_cell = self.input_w[gate].weights.shape[0]
+        # A gate's weights and bias: the model may omit only the input gate's (CIFG), and then
+        # this is not called for it; any other omission is a malformed model.
+        input_w = present(self.input_w[gate], f"the {gate} gate's input weights", self.describe)
+        recurrent_w = present(
+            self.recurrent_w[gate], f"the {gate} gate's recurrent weights", self.describe
+        )
+        bias = present(self.bias[gate], f"the {gate} gate's bias", self.describe)
+        n_cell = input_w.weights.shape[0]
         if self.use_layer_norm:
             acc = np.zeros((n_batch, n_cell), np.float32)
         else:
-            acc = np.broadcast_to(self.bias[gate], (n_batch, n_cell)).astype(np.float32)
+            acc = np.broadcast_to(bias, (n_batch, n_cell)).astype(np.float32)
         if self.hybrid or np.any(x):
-            acc = self.input_w[gate].accumulate(acc, x, xq)
-        acc = self.recurrent_w[gate].accumulate(acc, h, hq)
+            acc = input_w.accumulate(acc, x, xq)
+        acc = recurrent_w.accumulate(acc, h, hq)
         peephole = self.peephole.get(gate)
         if peephole is not None and c is not None:
             acc = acc + peephole * c
@@ -199,7 +216,10 @@ class LstmCell:
             var = np.add.reduce(diff * diff, axis=1, keepdims=True, dtype=np.float32)
             var = var / np.float32(n_cell)
             inv = np.float32(1) / np.sqrt(var + np.float32(1e-8))
-            acc = (diff * inv) * self.layer_norm[gate] + self.bias[gate]
+            norm = present(
+                self.layer_norm[gate], f"the {gate} gate's layer norm coefficients", self.describe
+            )
+            acc = (diff * inv) * norm + bias
         if activation == "SIGMOID":
             return sigmoid(acc)
         return np.asarray(apply_fused_activation(acc.astype(np.float32), activation), np.float32)
@@ -240,9 +260,10 @@ class LstmCell:
 _STATE_INPUTS = (0, OUTPUT_STATE, CELL_STATE)
 
 
-class LstmKernelMixin:
+class LstmKernelMixin(OpKernel):
     """Builds the cell (:class:`LstmCell` unless told otherwise) once from constant weights,
-    or per run if they are not constant."""
+    or per run if they are not constant. An OpKernel itself, as the cells read the kernel's
+    inputs, options and node."""
 
     def build_cell(self, cell_class: type = LstmCell) -> None:
         self.cell_class = cell_class
@@ -260,11 +281,15 @@ class RnnCell:
     (TFLite's ``basic_rnn.cc``: inputs 0 input, 1 weights, 2 recurrent weights, 3 bias,
     4 hidden state)."""
 
-    def __init__(self, kernel: object, values: list[np.ndarray | None]) -> None:
-        inputs: list[Tensor | None] = kernel.inputs  # type: ignore[attr-defined]
-        options = kernel.options  # type: ignore[attr-defined]
-        self.input_w = Matrix.from_tensor(inputs[1], values[1])
-        self.recurrent_w = Matrix.from_tensor(inputs[2], values[2])
+    def __init__(self, kernel: OpKernel, values: list[np.ndarray | None]) -> None:
+        options = kernel.options
+        describe = kernel.node.describe()
+        self.input_w = Matrix.from_tensor(
+            kernel.input_tensor(1), present(values[1], "the value of input 1", describe)
+        )
+        self.recurrent_w = Matrix.from_tensor(
+            kernel.input_tensor(2), present(values[2], "the value of input 2", describe)
+        )
         self.bias = np.asarray(values[3], np.float32)
         self.hybrid = self.input_w.hybrid
         self.asymmetric = bool(options.get("asymmetric_quantize_inputs", False))
@@ -279,8 +304,9 @@ class RnnCell:
         return np.asarray(apply_fused_activation(acc, self.activation), np.float32)
 
 
-class RnnKernelMixin:
-    """Builds the :class:`RnnCell` once from constant weights (or per run if they are not)."""
+class RnnKernelMixin(OpKernel):
+    """Builds the :class:`RnnCell` once from constant weights (or per run if they are not).
+    An OpKernel itself, as the cell reads the kernel's inputs, options and node."""
 
     def build_cell(self) -> None:
         values = [self.constant(i) for i in range(len(self.inputs))]

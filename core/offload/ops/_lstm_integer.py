@@ -23,6 +23,7 @@ import numpy as np
 
 from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
+from offload.ops._base import OpKernel
 from offload.ops._quant import (
     fixed_point_logistic_int16,
     fixed_point_tanh_int16,
@@ -66,7 +67,7 @@ def _matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (x.astype(np.float64) @ w.T).astype(np.int64)
 
 
-def _multiplier(real: float) -> tuple[int, int]:
+def _multiplier(real: float | np.floating) -> tuple[int, int]:
     return quantize_multiplier(float(real))
 
 
@@ -117,22 +118,23 @@ class _Gate:
         recurrent = _mbqm(_matmul(h, self.recurrent_w) + self.recurrent_bias, *self.recurrent_mult)
         gate = np.clip(gate + recurrent, *_INT16)
         if self.peephole is not None:
-            gate = self._add_peephole(gate, c)
+            gate = self._add_peephole(self.peephole, gate, c)
         if self.layer_norm is not None:
             gate = self.layer_norm(gate)
         if self.sigmoid:
             return fixed_point_logistic_int16(gate, 3).astype(np.int64)
         return fixed_point_tanh_int16(gate, 3).astype(np.int64)
 
-    def _add_peephole(self, gate: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """LiteRT's integer peephole walks the flattened [batch, cell] arrays in rows of
-        n_output, not n_cell: with a projection (n_output < n_cell) only the first
-        batch * n_output elements get a term, each weighted by ``peephole[i % n_output]``.
-        Without a projection this is the plain per-cell product."""
+    def _add_peephole(self, peephole: np.ndarray, gate: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """``peephole`` (``self.peephole``) added to the gate. LiteRT's integer peephole walks
+        the flattened [batch, cell] arrays in rows of n_output, not n_cell: with a projection
+        (n_output < n_cell) only the first batch * n_output elements get a term, each weighted
+        by ``peephole[i % n_output]``. Without a projection this is the plain per-cell
+        product."""
         n_output = self.recurrent_w.shape[1]
         count = gate.shape[0] * n_output
         flat, cells = gate.reshape(-1).copy(), c.reshape(-1)[:count]
-        weights = np.tile(self.peephole[:n_output], gate.shape[0])
+        weights = np.tile(peephole[:n_output], gate.shape[0])
         term = _mbqm(weights * cells, *self.peephole_mult)
         flat[:count] = np.clip(flat[:count] + term, *_INT16)
         return flat.reshape(gate.shape)
@@ -144,11 +146,11 @@ class IntegerLstmCell:
 
     work_dtype = np.int64
 
-    def __init__(self, kernel: object, values: list[np.ndarray | None]) -> None:
-        inputs: list[Tensor | None] = kernel.inputs  # type: ignore[attr-defined]
-        options = kernel.options  # type: ignore[attr-defined]
-        node = kernel.node  # type: ignore[attr-defined]
-        subgraph = kernel.subgraph  # type: ignore[attr-defined]
+    def __init__(self, kernel: OpKernel, values: list[np.ndarray | None]) -> None:
+        inputs = kernel.inputs
+        options = kernel.options
+        node = kernel.node
+        subgraph = kernel.subgraph
         describe = node.describe()
 
         def fail(message: str) -> UnsupportedOpError:
@@ -195,7 +197,7 @@ class IntegerLstmCell:
                 f"{len(node.intermediates)}; other integer LSTM variants are not implemented"
             )
         intermediates = [subgraph.tensors[i] for i in node.intermediates]
-        x_t, h_t, c_t = inputs[0], tensor(18), tensor(19)
+        x_t, h_t, c_t = kernel.input_tensor(0), tensor(18), tensor(19)
         if h_t is None or c_t is None:
             raise fail("expected output and cell state tensors (inputs 18 and 19)")
         if h_t.dtype != np.int8 or c_t.dtype != np.int16:
@@ -213,11 +215,12 @@ class IntegerLstmCell:
                 f"found {2.0**cell_log2:g}"
             )
 
-        weights = {}
+        weights: dict[tuple[str, str], tuple[np.ndarray | None, np.float32 | None]] = {}
         for k, g in enumerate(_GATES):
             for base, kind in ((1, "input"), (5, "recurrent")):
                 w = typed(base + k, np.int8, f"{kind}-to-{g} weights")
-                weights[kind, g] = (w, None if w is None else scale_of(tensor(base + k), "weight"))
+                w_t = tensor(base + k)  # None exactly when w is
+                weights[kind, g] = (w, None if w_t is None else scale_of(w_t, "weight"))
         self.use_cifg = weights["input", "input"][0] is None
         gates = _GATES[1:] if self.use_cifg else _GATES
         for g in gates:
@@ -240,27 +243,31 @@ class IntegerLstmCell:
                 continue
             w_in, s_in = weights["input", g]
             w_rec, s_rec = weights["recurrent", g]
+            if w_in is None or s_in is None or w_rec is None or s_rec is None:  # checked above
+                raise fail(f"expected input and recurrent weights for the {g} gate")
             bias = typed(12 + k, np.int32, f"{g} gate bias")
             bias = np.zeros(w_in.shape[0], np.int64) if bias is None else bias
             peep_at = _PEEPHOLE_INPUTS.get(g)
+            peep_t = None if peep_at is None else tensor(peep_at)
             peephole = None if peep_at is None else typed(peep_at, np.int16, f"cell-to-{g} weights")
             peephole_mult = (0, 0)
-            if peephole is not None:
+            if peephole is not None and peep_t is not None:  # present together
                 if w_rec.shape[1] > w_in.shape[0]:
                     raise fail(
                         f"peepholes with more outputs ({w_rec.shape[1]}) than cells "
                         f"({w_in.shape[0]}) are not implemented (LiteRT reads past its buffers)"
                     )
-                s_peep = np.float64(scale_of(tensor(peep_at), "peephole weight"))
+                s_peep = np.float64(scale_of(peep_t, "peephole weight"))
                 real = np.float32(2.0**self.cell_scale * s_peep / np.float64(gate_scales[k]))
                 peephole_mult = _multiplier(real)
             norm = None
             if use_layer_norm:
-                if layer_norm[g] is None:
+                ln_weight, ln_t = layer_norm[g], tensor(20 + k)  # None together
+                if ln_weight is None or ln_t is None:
                     raise fail(f"expected {g} layer norm coefficients, as the forget gate has")
-                ln_scale = scale_of(tensor(20 + k), "layer norm")
+                ln_scale = scale_of(ln_t, "layer norm")
                 guard = max(1, int(np.float32(10000) * ln_scale))
-                norm = _LayerNorm(layer_norm[g], bias, *_multiplier(ln_scale), guard)
+                norm = _LayerNorm(ln_weight, bias, *_multiplier(ln_scale), guard)
             self.gates[g] = _Gate(
                 input_w=w_in.astype(np.float64),
                 input_bias=(0 if use_layer_norm else bias) - input_zp * w_in.sum(axis=1),
@@ -278,20 +285,25 @@ class IntegerLstmCell:
         self.hidden_zp = hidden_zp
         self.state_zp = state_zp
         projection = typed(16, np.int8, "projection weights")
+        proj_t = tensor(16)  # None exactly when projection is
         self.projection = None if projection is None else projection.astype(np.float64)
-        if projection is not None:
+        if projection is not None and proj_t is not None:
             proj_bias = typed(17, np.int32, "projection bias")
             proj_bias = np.zeros(projection.shape[0], np.int64) if proj_bias is None else proj_bias
             self.projection_bias = proj_bias + hidden_zp * projection.sum(axis=1)
-            proj_scale = scale_of(tensor(16), "projection weight")
+            proj_scale = scale_of(proj_t, "projection weight")
             self.projection_mult = _multiplier(proj_scale * hidden_scale / state_scale)
         cell_clip = np.float32(options.get("cell_clip", 0.0))
         proj_clip = np.float32(options.get("proj_clip", 0.0))
-        out_scale = scale_of(kernel.outputs[0], "output")  # type: ignore[attr-defined]
-        # float -> int16/int8 by truncation, as static_cast does.
-        self.cell_clip = int(min(max(cell_clip / scale_of(c_t, "cell state"), -32768), 32767))
+        out_scale = scale_of(kernel.outputs[0], "output")
+        # float -> int16/int8 by truncation, as static_cast does. The float32 quotients are
+        # widened to Python floats (exactly) for the comparisons with the int bounds.
+        cell_clip_q = float(cell_clip / scale_of(c_t, "cell state"))
+        self.cell_clip = int(min(max(cell_clip_q, -32768), 32767))
         self.cell_clip = self.cell_clip if cell_clip > 0 else 0
-        self.proj_clip = int(min(max(proj_clip / out_scale, -128), 127)) if proj_clip > 0 else 0
+        self.proj_clip = (
+            int(min(max(float(proj_clip / out_scale), -128), 127)) if proj_clip > 0 else 0
+        )
 
     def step(self, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One time step on [batch, features] int64 rows holding int8 ``x``/``h`` and int16

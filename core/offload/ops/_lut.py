@@ -109,7 +109,14 @@ def int16_lut_populate(
     step = (in_max - in_min) / f(steps)
     half = step / f(2)
     inv = f(65536) / (out_max - out_min)
-    i = np.arange(steps).astype(f)
+    i: np.ndarray = np.arange(steps).astype(f)
+    val: np.ndarray
+    mid: np.ndarray
+    nxt: np.ndarray
+    sample: np.ndarray
+    interp: np.ndarray
+    mid_val: np.ndarray
+    bias: np.ndarray
     with np.errstate(all="ignore"):
         val = np.asarray(fn(in_min + i * step), f)
         mid = np.asarray(fn(in_min + i * step + half), f)

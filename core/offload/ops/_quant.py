@@ -319,7 +319,7 @@ def _wrap16(x: np.ndarray) -> np.ndarray:
     return ((x + 32768) & 0xFFFF) - 32768
 
 
-def _mul16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+def _mul16(a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul on int16 values."""
     ab = a * b
     total = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))

@@ -95,7 +95,7 @@ class ReduceKernel(OpKernel):
     def setup(self) -> None:
         self.keep_dims = self.keeps_dims(self.options)
         axis = self.constant(1)
-        self.axes = None if axis is None else resolve_axes(axis, len(self.inputs[0].shape))
+        self.axes = None if axis is None else resolve_axes(axis, len(self.input_tensor(0).shape))
         self.out_dtype = self.outputs[0].dtype
         self.setup_reducer()
 
@@ -110,7 +110,11 @@ class ReduceKernel(OpKernel):
         return 0
 
     def run(self, x: np.ndarray, axis: np.ndarray | None = None) -> np.ndarray:
-        axes = self.axes if self.axes is not None else resolve_axes(axis, x.ndim)
+        axes = (
+            self.axes
+            if self.axes is not None
+            else resolve_axes(self.required(axis, "input 1 (the axes)"), x.ndim)
+        )
         kept = reduced_shape(x.shape, axes, True)
         out_shape = reduced_shape(x.shape, axes, self.keep_dims)
         if not axes:
@@ -127,7 +131,8 @@ class ReduceKernel(OpKernel):
 
     # Helpers for subclasses.
     def is_quantized(self) -> bool:
-        return self.inputs[0].dtype in _QUANTIZED and self.inputs[0].quantization is not None
+        x = self.input_tensor(0)
+        return x.dtype in _QUANTIZED and x.quantization is not None
 
     def clamp(self, values: np.ndarray) -> np.ndarray:
         lo, hi = dtype_range(self.out_dtype)

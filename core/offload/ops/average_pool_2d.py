@@ -22,9 +22,9 @@ class AveragePool2D(PoolKernel):
     max_version = 3
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
-        x = inputs[0]
+        x = self.required(inputs[0], "input 0")
         floating = np.issubdtype(x.dtype, np.floating)
-        acc_dtype = np.float32
+        acc_dtype: type[np.floating] = np.float32
         if not floating:
             lo, hi = dtype_range(x.dtype)
             if self.kernel_hw[0] * self.kernel_hw[1] * max(-lo, hi) >= 2**24:

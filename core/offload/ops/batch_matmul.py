@@ -10,6 +10,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
+    Rounding,
     filter_scales,
     finish_quantized,
     kind_of,
@@ -62,21 +63,23 @@ class BatchMatMul(OpKernel):
         opts = self.options
         self.adj_x, self.adj_y = self.adjoints(opts)
         self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
-        lhs, rhs, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        lhs, rhs, out = self.input_tensor(0), self.input_tensor(1), self.outputs[0]
         self.kind = kind_of(lhs, rhs)
         rhs_value = weight_value(self, 1)
         self.rhs = None if rhs_value is None else self._rhs(rhs_value)
         if self.kind == "hybrid":
             cols = rhs.shape[-2] if self.adj_y else rhs.shape[-1]
             self.scales = filter_scales(rhs, cols)
-            self.per_channel = rhs.quantization.scale.size > 1
+            rhs_quantization = self.required(rhs.quantization, "quantization on input 1")
+            self.per_channel = rhs_quantization.scale.size > 1
         elif self.kind == "quantized" and out.dtype != np.int32:
             l_scale, _ = scale_zp(lhs)
             # BATCH_MATMUL's multiplier rounds lhs_scale * rhs_scale to float32 first.
+            rhs_quantization = self.required(rhs.quantization, "quantization on input 1")
             self.mult, self.shift = output_multipliers(
-                l_scale, rhs.quantization, scale_zp(out)[0], 1, float_product=True
+                l_scale, rhs_quantization, scale_zp(out)[0], 1, float_product=True
             )
-            self.rounding = "wide" if lhs.dtype == np.int16 else "double"
+            self.rounding: Rounding = "wide" if lhs.dtype == np.int16 else "double"
 
     def _rhs(self, rhs: np.ndarray) -> np.ndarray:
         """rhs as (..., K, N): float32, or float64 without its zero point."""
@@ -90,8 +93,8 @@ class BatchMatMul(OpKernel):
         return np.ascontiguousarray(rhs, np.float64) - zp
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
-        lhs = inputs[0]
-        rhs = self.rhs if self.rhs is not None else self._rhs(inputs[1])
+        lhs = self.required(inputs[0], "input 0")
+        rhs = self.rhs if self.rhs is not None else self._rhs(self.required(inputs[1], "input 1"))
         if self.adj_x:
             lhs = np.swapaxes(lhs, -1, -2)
         if self.kind == "float":

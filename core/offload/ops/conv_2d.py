@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -83,6 +83,14 @@ def conv_shape(
 _IN_PLACE_ACTIVATIONS = (None, "NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
+class _HybridRows(NamedTuple):
+    """The hybrid path's per-channel constants tiled to one output row (OW*C)."""
+
+    scales: np.ndarray
+    column_sums: np.ndarray
+    bias: np.ndarray | None
+
+
 @register
 class Conv2D(OpKernel):
     op = "CONV_2D"
@@ -112,7 +120,7 @@ class Conv2D(OpKernel):
 
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
-        x, f = self.inputs[0], self.inputs[1]
+        x, f = self.input_tensor(0), self.input_tensor(1)
         out_ch, kh, kw, f_in = f.shape
         self.filter_shape = tuple(f.shape)
         self.kernel_hw = (kh, kw)
@@ -131,7 +139,7 @@ class Conv2D(OpKernel):
             self._setup_quantized(out_ch)
         self._fast: tuple[IntegerGemm, RuyRequantizer] | None = None
         if self.kind == "quantized" and self.w is not None and self.rounding == "ruy":
-            self._fast = self._setup_fast()
+            self._fast = self._setup_fast(self.w)
         # The hybrid path's exact GEMM on the raw int8 input codes and its weights' column
         # sums (the input zero point's share), for constant weights without groups.
         self._hybrid: tuple[IntegerGemm, np.ndarray] | None = None
@@ -152,13 +160,15 @@ class Conv2D(OpKernel):
         self._bias_const = self.constant(2) if len(self.inputs) > 2 else None
         # The constant bias tiled to one output row (OW*C), for the latest output shape.
         self._bias_row: tuple[tuple[int, ...], np.ndarray] | None = None
-        self._hybrid_tiles: tuple[int, dict[str, np.ndarray | None]] | None = None
+        self._hybrid_tiles: tuple[int, _HybridRows] | None = None
 
     def _setup_quantized(self, out_ch: int) -> None:
-        x, f, bias, out = self.inputs[0], self.inputs[1], self._bias_tensor(), self.outputs[0]
+        x, f = self.input_tensor(0), self.input_tensor(1)
+        bias, out = self._bias_tensor(), self.outputs[0]
         in_scale, self.x_zp = scale_zp(x)
+        f_quantization = self.required(f.quantization, "quantization on the filter (input 1)")
         self.mult, self.shift = output_multipliers(
-            in_scale, f.quantization, scale_zp(out)[0], out_ch
+            in_scale, f_quantization, scale_zp(out)[0], out_ch
         )
         # LiteRT runs the ruy GEMM unless it falls back to the reference kernel: grouped
         # convolutions, and 16x8 with zero points or int64 accumulators.
@@ -169,21 +179,24 @@ class Conv2D(OpKernel):
             elif self.x_zp or scale_zp(out)[1] or np.any(self.w_zp):
                 self.rounding = "double"
 
-    def _setup_fast(self) -> tuple[IntegerGemm, RuyRequantizer] | None:
-        """The exact GEMM and requantizer of the float path, or None where it does not
-        apply (a runtime bias, or a multiplier it cannot hold exactly)."""
-        x, out = self.inputs[0], self.outputs[0]
-        bias = np.zeros(self.w.shape[2], np.int64)
+    def _setup_fast(self, weights: np.ndarray) -> tuple[IntegerGemm, RuyRequantizer] | None:
+        """The exact GEMM and requantizer of the float path for the constant ``weights``
+        (``self.w``), or None where it does not apply (a runtime bias, or a multiplier it
+        cannot hold exactly)."""
+        x, out = self.input_tensor(0), self.outputs[0]
+        bias: np.ndarray = np.zeros(weights.shape[2], np.int64)
         if self._bias_tensor() is not None:
-            bias = self.constant(2)
-            if bias is None:
+            bias_value = self.constant(2)
+            if bias_value is None:
                 return None
-        w = self.w[0]  # (K, Cout) float64, weight zero point already subtracted
+            bias = bias_value
+        w = weights[0]  # (K, Cout) float64, weight zero point already subtracted
         # sum (x - zx) * w + bias = sum x * w + (bias - zx * sum w): the GEMM reads the raw
         # input, padded with the zero point, and the rest is a per-channel constant.
         column_sums = np.rint(w.sum(axis=0)).astype(np.int64)
         offset = np.asarray(bias, np.int64).ravel() - self.x_zp * column_sums
-        clamp = activation_range_quantized(self.activation or "NONE", out.quantization, out.dtype)
+        out_quantization = self.required(out.quantization, "quantization on the output")
+        clamp = activation_range_quantized(self.activation or "NONE", out_quantization, out.dtype)
         requantizer = RuyRequantizer.build(
             self.mult, self.shift, offset, scale_zp(out)[1], clamp, out.dtype
         )
@@ -226,9 +239,17 @@ class Conv2D(OpKernel):
                     np.copyto(cols.reshape(window.shape), window)
                     yield (b * oh + top) * ow, cols.reshape(count, depth)
 
-    def _run_fast(self, x: np.ndarray, g: Geometry, shape: Shape, out: np.ndarray | None):
-        """The exact float path, chunk by chunk of output rows (see the module docstring)."""
-        gemm, requantize = self._fast
+    def _run_fast(
+        self,
+        fast: tuple[IntegerGemm, RuyRequantizer],
+        x: np.ndarray,
+        g: Geometry,
+        shape: Shape,
+        out: np.ndarray | None,
+    ) -> np.ndarray:
+        """The exact float path (``self._fast``), chunk by chunk of output rows (see the
+        module docstring)."""
+        gemm, requantize = fast
         result = out if self.fits(out, shape, self.outputs[0].dtype) else None
         if result is None:
             result = np.empty(shape, self.outputs[0].dtype)
@@ -272,15 +293,22 @@ class Conv2D(OpKernel):
         out.reshape(-1, out.shape[2] * out.shape[3])[...] += self._bias_row[1]
 
     def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
-        x, f = inputs[0], inputs[1]
+        x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
-        w = self.w if self.w is not None else self._gemm_weights(f)
+        w = (
+            self.w
+            if self.w is not None
+            else self._gemm_weights(self.required(inputs[1], "input 1"))
+        )
         g, shape = conv_shape(x.shape, self.filter_shape, self.padding, self.stride, self.dilation)
         if self.kind == "float":
             cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride, self.dilation)
             if self.groups == 1 and (self._sequential or self.fits(out, shape, np.float32)):
-                fits = self.fits(out, shape, np.dtype(np.float32))
-                result = out if fits else np.empty(shape, np.float32)
+                result = (
+                    out
+                    if self.fits(out, shape, np.dtype(np.float32))
+                    else np.empty(shape, np.float32)
+                )
                 flat = result.reshape(cols.shape[0], shape[3])
                 # Eigen computes a single output pixel as a matrix-vector product; a single
                 # output channel and tiny products in orders not emulated: BLAS there.
@@ -297,11 +325,11 @@ class Conv2D(OpKernel):
                 self._add_bias(result, bias)
             return apply_fused_activation(result, self.activation)
         if self._hybrid is not None:
-            return self._run_hybrid_fast(x, bias, g, shape, out)
+            return self._run_hybrid_fast(self._hybrid, x, bias, g, shape, out)
         if self.kind == "hybrid":
             return self._run_hybrid(x, w, bias, g, shape)
         if self._fast is not None:
-            return self._run_fast(x, g, shape, out)
+            return self._run_fast(self._fast, x, g, shape, out)
         xf = x.astype(np.float64) - self.x_zp
         acc = np.rint(self._gemm(im2col(xf, g, self.kernel_hw, self.stride, self.dilation), w))
         acc = acc.astype(np.int64)
@@ -314,6 +342,7 @@ class Conv2D(OpKernel):
 
     def _run_hybrid_fast(
         self,
+        hybrid: tuple[IntegerGemm, np.ndarray],
         x: np.ndarray,
         bias: np.ndarray | None,
         g: Geometry,
@@ -326,7 +355,7 @@ class Conv2D(OpKernel):
         in float32. Here the codes' GEMM is exact; less the zero point's share (an exact
         float32 too: |zero point * column sum| is under the GEMM's own bound) the result is
         rounded once, as the int32 -> float conversion rounds; the float32 steps follow."""
-        gemm, _ = self._hybrid
+        gemm, _ = hybrid
         n, _, ow, cout = shape
         codes, in_scale, zero_points = quantize_rows(x.reshape(n, -1), asymmetric=self.per_channel)
         codes = codes.reshape(x.shape)
@@ -335,16 +364,16 @@ class Conv2D(OpKernel):
             result = np.empty(shape, np.float32)
         flat = result.reshape(-1, cout)
         rows_per_batch = shape[1] * ow
-        rows = self._hybrid_rows(ow, bias)
-        bias_row = rows["bias"]
+        rows = self._hybrid_rows(hybrid, ow, bias)
+        bias_row = rows.bias
         in_place = self.activation in _IN_PLACE_ACTIVATIONS
         scale = scratch("hybrid_scale", ow * cout, np.float32)
         share_row = scratch("hybrid_share", ow * cout, gemm.acc_dtype)
         for b in range(n):
             # One float32 scale per channel: the input scale folded into the filter's first.
-            np.multiply(rows["scales"], in_scale[b], out=scale)
+            np.multiply(rows.scales, in_scale[b], out=scale)
             # The input zero point's share of the GEMM (an exact integer in either type).
-            np.multiply(rows["column_sums"], gemm.acc_dtype(zero_points[b]), out=share_row)
+            np.multiply(rows.column_sums, gemm.acc_dtype(zero_points[b]), out=share_row)
             first = b * rows_per_batch
             batch_shape = (1, *shape[1:])
             for row, cols in self._patch_rows(
@@ -365,26 +394,29 @@ class Conv2D(OpKernel):
                     apply_fused_activation(dst, self.activation)
         return result if in_place else apply_fused_activation(result, self.activation)
 
-    def _hybrid_rows(self, out_w: int, bias: np.ndarray | None) -> dict[str, np.ndarray | None]:
+    def _hybrid_rows(
+        self, hybrid: tuple[IntegerGemm, np.ndarray], out_w: int, bias: np.ndarray | None
+    ) -> _HybridRows:
         """The hybrid path's per-channel constants tiled to one output row (OW*C): filter
         scales, weight column sums and the bias (a runtime bias is tiled on each run).
         numpy applies a short per-channel vector a few values at a time; a whole row is one
         long pass, and tiling it once per width saves a copy per run."""
         cached = self._hybrid_tiles
         if cached is None or cached[0] != out_w:
-            gemm, column_sums = self._hybrid
+            gemm, column_sums = hybrid
             cout = gemm.width
-            rows = {
-                "scales": np.tile(np.broadcast_to(self.scales, (cout,)), out_w),
-                "column_sums": np.tile(column_sums.astype(gemm.acc_dtype), out_w),
-                "bias": None,
-            }
+            bias_row = None
             if self._bias_const is not None:
-                rows["bias"] = np.tile(np.asarray(self._bias_const, np.float32).ravel(), out_w)
+                bias_row = np.tile(np.asarray(self._bias_const, np.float32).ravel(), out_w)
+            rows = _HybridRows(
+                np.tile(np.broadcast_to(self.scales, (cout,)), out_w),
+                np.tile(column_sums.astype(gemm.acc_dtype), out_w),
+                bias_row,
+            )
             cached = self._hybrid_tiles = (out_w, rows)
         rows = cached[1]
-        if bias is not None and rows["bias"] is None:
-            rows = {**rows, "bias": np.tile(np.asarray(bias, np.float32).ravel(), out_w)}
+        if bias is not None and rows.bias is None:
+            rows = rows._replace(bias=np.tile(np.asarray(bias, np.float32).ravel(), out_w))
         return rows
 
     def _run_hybrid(self, x, w, bias, g, shape) -> np.ndarray:

@@ -49,14 +49,20 @@ def densify(tensor: Tensor) -> np.ndarray:
             level_coord = np.tile(np.arange(size), parent.size)
             coords = np.repeat(coords, size, axis=1)
         else:
-            segments = meta.array_segments
+            segments, indices = meta.array_segments, meta.array_indices
+            if segments is None or indices is None:
+                raise ValueError(
+                    f"expected array_segments and array_indices on sparse level {level} of "
+                    f"tensor {tensor.index} ({tensor.name!r}), found "
+                    + ("none" if segments is None and indices is None else "only one")
+                )
             starts, ends = segments[parent], segments[parent + 1]
             counts = ends - starts
             check_stored(int(counts.sum()) if not counts.size or counts.min() >= 0 else -1, level)
             # Concatenated ranges [starts[i], ends[i]) without a Python loop.
             offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
             child = offsets + np.arange(int(counts.sum()))
-            level_coord = meta.array_indices[child]
+            level_coord = indices[child]
             coords = np.repeat(coords, counts, axis=1)
         coords = np.vstack([coords, level_coord[None, :]])
         parent = child
@@ -87,7 +93,7 @@ class Densify(OpKernel):
         return [ctx.shape(0)]
 
     def setup(self) -> None:
-        self.dense = densify(self.inputs[0])
+        self.dense = densify(self.input_tensor(0))
         self.dense.flags.writeable = False
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:

@@ -135,7 +135,7 @@ class DepthwiseConv2D(OpKernel):
 
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
-        x, f, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        x, f, out = self.input_tensor(0), self.input_tensor(1), self.outputs[0]
         self.filter_shape = tuple(f.shape)
         self.kernel_hw = (f.shape[1], f.shape[2])
         self.kind = kind_of(x, f)
@@ -155,8 +155,9 @@ class DepthwiseConv2D(OpKernel):
             in_scale, self.x_zp = scale_zp(x)
             lo, hi = dtype_range(x.dtype)
             self.acc_dtype = self._exact_dtype(max(self.x_zp - lo, hi - self.x_zp), weights)
+            f_quantization = self.required(f.quantization, "quantization on the filter (input 1)")
             self.mult, self.shift = output_multipliers(
-                in_scale, f.quantization, scale_zp(out)[0], out_ch
+                in_scale, f_quantization, scale_zp(out)[0], out_ch
             )
             _, self.out_zp = scale_zp(out)
             if out.quantization is None:
@@ -243,13 +244,13 @@ class DepthwiseConv2D(OpKernel):
         itemsize = self.acc_dtype.itemsize
         for ky in range(kh):
             for kx in range(kw):
-                buf = phases[(kx * dw) % sw]
-                start = buf[:, ky * dh :, (kx * dw) // sw :]
+                phase_buf = phases[(kx * dw) % sw]
+                start = phase_buf[:, ky * dh :, (kx * dw) // sw :]
                 taps.append(
                     np.lib.stride_tricks.as_strided(
                         start,
                         (n, g.out_h, g.out_w * cm),
-                        (buf.strides[0], buf.strides[1] * sh, itemsize),
+                        (phase_buf.strides[0], phase_buf.strides[1] * sh, itemsize),
                         writeable=False,
                     )
                 )
@@ -375,7 +376,7 @@ class DepthwiseConv2D(OpKernel):
                 acc += plan.scratch
 
     def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
-        x, f = inputs[0], inputs[1]
+        x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
         shape = tuple(x.shape)
         if self._plan is None or self._plan[0] != shape:
@@ -386,7 +387,7 @@ class DepthwiseConv2D(OpKernel):
         n, out_h, out_w, cm = plan.out_shape
         weights = plan.weights
         if weights is None:
-            weights = self._tiled(self._tap_weights(f), out_w)
+            weights = self._tiled(self._tap_weights(self.required(inputs[1], "input 1")), out_w)
         writable = self.kind != "quantized" and self.fits(out, plan.out_shape, self.out_dtype)
         acc = out.reshape(plan.acc.shape) if writable and out is not None else plan.acc
 

@@ -28,10 +28,11 @@ class EmbeddingLookup(OpKernel):
         return [lookup_shape(ctx.shape(0), ctx.shape(1))]
 
     def setup(self) -> None:
-        table = self.inputs[1]
+        table = self.input_tensor(1)
         out = self.outputs[0]
         self.hybrid = table.dtype != out.dtype and out.dtype in (np.float32, np.float16)
-        self.scale = None
+        # The hybrid path's dequantization scale(s); only that path reads it.
+        self.scale: np.float32 | np.ndarray = np.float32(1.0)
         if self.hybrid:
             q = table.quantization
             self.scale = np.float32(1.0) if q is None else q.scale.astype(np.float32)
@@ -49,6 +50,8 @@ class EmbeddingLookup(OpKernel):
             return rows.astype(self.outputs[0].dtype, copy=False)
         # LiteRT reads the table as int8 whatever its declared 8-bit type.
         values = rows.view(np.int8) if rows.dtype == np.uint8 else rows
-        scale = self.scale[ids] if np.ndim(self.scale) and self.scale.size > 1 else self.scale
+        scale = self.scale
+        if isinstance(scale, np.ndarray) and scale.ndim and scale.size > 1:
+            scale = scale[ids]
         scale = np.reshape(scale, (-1,) + (1,) * (rows.ndim - 1)) if np.ndim(scale) else scale
         return (values.astype(np.float32) * scale).astype(self.outputs[0].dtype)

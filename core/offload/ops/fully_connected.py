@@ -82,7 +82,7 @@ class FullyConnected(OpKernel):
         self.activation = opts.get("fused_activation_function", "NONE")
         self.keep_num_dims = bool(opts.get("keep_num_dims", False))
         self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
-        x, f, out = self.inputs[0], self.inputs[1], self.outputs[0]
+        x, f, out = self.input_tensor(0), self.input_tensor(1), self.outputs[0]
         if f.sparsity is not None or opts.get("weights_format", 0) not in (0, "DEFAULT"):
             raise UnsupportedOpError(
                 f"{self.node.describe()}: sparse or shuffled FULLY_CONNECTED weights are not "
@@ -102,11 +102,13 @@ class FullyConnected(OpKernel):
         if self.kind == "hybrid":
             # Any per-channel quantization (even with equal scales) takes the per-channel path.
             self.scales = filter_scales(f, self.units)
-            self.per_channel = f.quantization.scale.size > 1
+            f_quantization = self.required(f.quantization, "quantization on the weights (input 1)")
+            self.per_channel = f_quantization.scale.size > 1
         elif self.kind == "quantized":
             in_scale, self.x_zp = scale_zp(x)
+            f_quantization = self.required(f.quantization, "quantization on the weights (input 1)")
             self.mult, self.shift = output_multipliers(
-                in_scale, f.quantization, scale_zp(out)[0], self.units
+                in_scale, f_quantization, scale_zp(out)[0], self.units
             )
             bias = self.inputs[2] if len(self.inputs) > 2 else None
             # ruy's rounding unless int16 falls back to the reference kernel, which
@@ -115,7 +117,7 @@ class FullyConnected(OpKernel):
             wide = bias_is_wide(bias, opts.get("quantized_bias_type", 0))
             if x.dtype == np.int16 and (wide or self.x_zp or scale_zp(out)[1]):
                 self.rounding = "real"
-                self.mult = real_multipliers(in_scale, f.quantization, scale_zp(out)[0], self.units)
+                self.mult = real_multipliers(in_scale, f_quantization, scale_zp(out)[0], self.units)
         self._fast = self._setup_fast() if self.kind == "quantized" else None
         self._hybrid: tuple[IntegerGemm, np.ndarray] | None = None
         if self.kind == "hybrid" and self.w is not None:
@@ -124,18 +126,20 @@ class FullyConnected(OpKernel):
     def _setup_fast(self) -> tuple[IntegerGemm, RuyRequantizer] | None:
         """The exact float path's GEMM weights and requantizer, or None where it does not
         apply (runtime weights or bias, ruy not LiteRT's rounding, or not provably exact)."""
-        x, out = self.inputs[0], self.outputs[0]
+        x, out = self.input_tensor(0), self.outputs[0]
         if self.w is None or self.rounding != "ruy":
             return None
-        bias = np.zeros(self.units, np.int64)
+        bias: np.ndarray = np.zeros(self.units, np.int64)
         if len(self.inputs) > 2 and self.inputs[2] is not None:
-            bias = self.constant(2)
-            if bias is None:
+            bias_value = self.constant(2)
+            if bias_value is None:
                 return None
+            bias = bias_value
         # sum (x - zx) * w + bias = sum x * w + (bias - zx * sum w)
         column_sums = np.rint(self.w.sum(axis=0)).astype(np.int64)
         offset = np.asarray(bias, np.int64).ravel() - self.x_zp * column_sums
-        clamp = activation_range_quantized(self.activation, out.quantization, out.dtype)
+        out_quantization = self.required(out.quantization, "quantization on the output")
+        clamp = activation_range_quantized(self.activation, out_quantization, out.dtype)
         requantizer = RuyRequantizer.build(
             self.mult, self.shift, offset, scale_zp(out)[1], clamp, out.dtype
         )
@@ -151,9 +155,13 @@ class FullyConnected(OpKernel):
         return np.ascontiguousarray(mat.T)
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
-        x, f = inputs[0], inputs[1]
+        x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
-        w = self.w if self.w is not None else self._gemm_weights(f)
+        w = (
+            self.w
+            if self.w is not None
+            else self._gemm_weights(self.required(inputs[1], "input 1"))
+        )
         shape = fc_shape(x.shape, self.weights_shape, self.keep_num_dims)
         rows = x.reshape(-1, w.shape[0])
         if self.kind == "float":

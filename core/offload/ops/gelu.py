@@ -42,7 +42,8 @@ class Gelu(UnaryOp):
     def quantized(self) -> QuantizedFn:
         return self.float_lut(_gelu_tanh if self.approximate else _gelu)
 
-    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        # ``out`` is UnaryOp's; never given here, as writes_into holds only for UnaryOp.run.
         if self._quantized is not None:
             return self._quantized(x)
         return (_gelu_tanh if self.approximate else _gelu)(x).astype(self.dtype, copy=False)

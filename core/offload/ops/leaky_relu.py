@@ -38,7 +38,8 @@ class LeakyRelu(UnaryOp):
 
         return Lut(lut_from_int(rule, self.dtype))
 
-    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        # ``out`` is UnaryOp's; never given here, as writes_into holds only for UnaryOp.run.
         if self._quantized is not None:
             return self._quantized(x)
         return np.where(x > 0, x, x * self.alpha).astype(self.dtype, copy=False)

@@ -36,7 +36,7 @@ class LogSoftmax(OpKernel):
             self.out_scale = np.float32(so)
             self.table = np.exp(-self.in_scale * np.arange(256, dtype=np.float32))
 
-    def run(self, x: np.ndarray) -> np.ndarray:  # type: ignore[override]
+    def run(self, x: np.ndarray) -> np.ndarray:
         # LiteRT takes a scalar as a vector of one (its log-softmax is 0).
         shape = np.shape(x)
         x = np.reshape(x, shape or (1,))

@@ -35,7 +35,7 @@ def lstm_cell_dims(ctx: ShapeContext, n_input: int) -> tuple[int, int]:
         f"expected recurrent-to-output weights of shape [{n_cell}, n_output], found {list(r)}",
     )
     n_output = r[1]
-    expected = {i: (n_cell, n_input) for i in _BY_INPUT}
+    expected: dict[int, Shape] = {i: (n_cell, n_input) for i in _BY_INPUT}
     expected |= {i: (n_cell, n_output) for i in _BY_OUTPUT}
     expected |= {i: (n_cell,) for i in _PER_CELL}
     expected |= {_PROJECTION: (n_output, n_cell), _PROJECTION_BIAS: (n_output,)}
@@ -95,7 +95,8 @@ class Lstm(LstmKernelMixin, OpKernel):
         if self.basic is not None:
             return self.basic.run(inputs)
         cell = self.cell_for(inputs)
-        h_state, c_state = inputs[OUTPUT_STATE], inputs[CELL_STATE]
+        h_state = self.required(inputs[OUTPUT_STATE], f"input {OUTPUT_STATE} (the output state)")
+        c_state = self.required(inputs[CELL_STATE], f"input {CELL_STATE} (the cell state)")
         x = np.asarray(inputs[0], np.float32)
         h, c = cell.step(x, h_state.reshape(x.shape[0], -1), c_state.reshape(x.shape[0], -1))
         # The states are the interpreter's persistent buffers: update them in place.

@@ -14,10 +14,11 @@ class MaxPool2D(PoolKernel):
     max_version = 3
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
-        x = inputs[0]
+        x = self.required(inputs[0], "input 0")
         lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
         view, _ = self.windows(x, lowest)
-        out = None
+        out: np.ndarray | None = None
         for tap in self.taps(view):
             out = tap.copy() if out is None else np.maximum(out, tap, out=out)
-        return self.finish(out)
+        # The shape rule holds filters to at least one tap.
+        return self.finish(self.required(out, "a pooling window of at least one tap"))

@@ -19,7 +19,7 @@ class Mean(ReduceKernel):
     max_version = 3
 
     def setup_reducer(self) -> None:
-        self.quantized = self.inputs[0].dtype in (np.int8, np.uint8, np.int16)
+        self.quantized = self.input_tensor(0).dtype in (np.int8, np.uint8, np.int16)
         if self.quantized:
             self.in_scale, self.in_zp = scale_zero_point(self.inputs[0])
             self.out_scale, self.out_zp = scale_zero_point(self.outputs[0])

@@ -60,4 +60,4 @@ class MirrorPad(OpKernel):
         widths = mirror_widths(x.shape, paddings, self.mode)
         if not widths:
             return np.array(x)  # a scalar has nothing to pad, and np.pad refuses one
-        return np.pad(x, widths, mode=self.mode.lower())
+        return np.pad(x, widths, mode="reflect" if self.mode == "REFLECT" else "symmetric")

@@ -43,10 +43,10 @@ class Range(OpKernel):
         for i, what in enumerate(("start", "limit", "delta")):
             found = ctx.shape(i)
             check_shape(found == (), f"expected a scalar {what}, found shape {list(found)}")
-        bounds = [ctx.constant(i) for i in range(3)]
-        if any(b is None for b in bounds):
+        start, limit, delta = (ctx.constant(i) for i in range(3))
+        if start is None or limit is None or delta is None:
             return [None]
-        return [(range_length(*bounds),)]
+        return [(range_length(start, limit, delta),)]
 
     def run(self, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
         count = range_length(start, limit, delta)

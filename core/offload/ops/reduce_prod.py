@@ -23,7 +23,7 @@ class ReduceProd(ReduceKernel):
     max_version = 2
 
     def setup_reducer(self) -> None:
-        self.quantized = self.is_quantized() and self.inputs[0].dtype in (np.int8, np.int16)
+        self.quantized = self.is_quantized() and self.input_tensor(0).dtype in (np.int8, np.int16)
         if self.quantized:
             self.in_scale, self.in_zp = scale_zero_point(self.inputs[0])
             self.out_scale, self.out_zp = scale_zero_point(self.outputs[0])

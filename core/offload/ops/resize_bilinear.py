@@ -55,8 +55,8 @@ class ResizeBilinear(OpKernel):
         corners = (rows0[:, :, x0], rows0[:, :, x1], rows1[:, :, x0], rows1[:, :, x1])
         dy, dx = dy[:, None, None], dx[None, :, None]
         if self.fixed:
-            one = np.int64(1 << 10)
-            weights = ((one - dy) * (one - dx), (one - dy) * dx, dy * (one - dx), dy * dx)
+            one_q = np.int64(1 << 10)
+            weights = ((one_q - dy) * (one_q - dx), (one_q - dy) * dx, dy * (one_q - dx), dy * dx)
             acc = sum(c.astype(np.int64) * w for c, w in zip(corners, weights))
             # (acc +- 2**19) / 2**20 with C's truncating division: round half away from zero.
             rounded = np.where(acc > 0, (acc + (1 << 19)) >> 20, -((-acc + (1 << 19)) >> 20))

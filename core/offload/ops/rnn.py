@@ -50,7 +50,7 @@ class Rnn(RnnKernelMixin, OpKernel):
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         cell = self.cell_for(inputs)
-        state = inputs[4]
+        state = self.required(inputs[4], "input 4 (the hidden state)")
         x = np.asarray(inputs[0], np.float32)
         h = cell.step(x.reshape(-1, x.shape[-1]), state.reshape(x.shape[0], -1))
         state[...] = h.reshape(state.shape)

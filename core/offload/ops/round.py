@@ -8,8 +8,14 @@ from offload.ops._elementwise import UnaryOp
 from offload.ops._registry import register
 
 
+def _round(x: np.ndarray) -> np.ndarray:
+    # np.round itself, behind one signature: mypy types ``staticmethod(np.round)`` by the
+    # first of its overloads (a scalar one), which is no elementwise rule.
+    return np.round(x)
+
+
 @register
 class Round(UnaryOp):
     op = "ROUND"
     max_version = 1
-    fn = staticmethod(np.round)
+    fn = staticmethod(_round)

@@ -136,10 +136,10 @@ class StridedSlice(OpKernel):
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         x = ctx.shape(0)
-        spec = [ctx.constant(i) for i in (1, 2, 3)]
-        if any(v is None for v in spec):
+        begin, end, strides = (ctx.constant(i) for i in (1, 2, 3))
+        if begin is None or end is None or strides is None:
             return [None]
-        eff_shape, index = strided_index(x, _Masks.of(ctx.options), *spec)
+        eff_shape, index = strided_index(x, _Masks.of(ctx.options), begin, end, strides)
         # A range sliced like the axis has exactly the length numpy gives that slice.
         return [
             tuple(len(range(size)[i]) for size, i in zip(eff_shape, index) if isinstance(i, slice))

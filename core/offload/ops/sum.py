@@ -16,7 +16,7 @@ class Sum(ReduceKernel):
     max_version = 2
 
     def setup_reducer(self) -> None:
-        self.quantized = self.inputs[0].dtype in (np.int8, np.uint8, np.int16)
+        self.quantized = self.input_tensor(0).dtype in (np.int8, np.uint8, np.int16)
         if self.quantized:
             in_scale, self.in_zp = scale_zero_point(self.inputs[0])
             out_scale, self.out_zp = scale_zero_point(self.outputs[0])

@@ -29,7 +29,7 @@ import numpy as np
 
 from offload.geometry import geometry
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape, present
 from offload.ops._conv import (
     Rounding,
     RuyRequantizer,
@@ -124,7 +124,7 @@ class TransposeConv(OpKernel):
         self.stride = (opts.get("stride_h", 1), opts.get("stride_w", 1))
         self.padding = opts.get("padding", "SAME")
         self.activation = opts.get("fused_activation_function", "NONE")
-        f, x, out = self.inputs[1], self.inputs[2], self.outputs[0]
+        f, x, out = self.input_tensor(1), self.input_tensor(2), self.outputs[0]
         self.kernel_hw = (f.shape[1], f.shape[2])
         (kh, kw), (sh, sw) = self.kernel_hw, self.stride
         # Sub-pixel geometry: each output cell reads a window of ceil(kernel / stride) input
@@ -139,12 +139,13 @@ class TransposeConv(OpKernel):
         self._w32: list[tuple[int, slice, np.ndarray]] | None = None
         if self.kind == "hybrid":
             self.scales = filter_scales(f, f.shape[0])
-            if self.w is not None and self._exact_in_float32(255):
-                self._w32 = self._subpixel_weights()
+            if self.w is not None and self._exact_in_float32(self.w, 255):
+                self._w32 = self._subpixel_weights(self.w)
         elif self.kind == "quantized":
             in_scale, self.x_zp = scale_zp(x)
+            f_quantization = self.required(f.quantization, "quantization on the filter (input 1)")
             self.mult, self.shift = output_multipliers(
-                in_scale, f.quantization, scale_zp(out)[0], f.shape[0]
+                in_scale, f_quantization, scale_zp(out)[0], f.shape[0]
             )
             bias = self.inputs[3] if len(self.inputs) > 3 else None
             wide = x.dtype == np.int16 and bias_is_wide(bias, opts.get("quantized_bias_type", 0))
@@ -159,29 +160,33 @@ class TransposeConv(OpKernel):
             self.ruy_channels = 8 * (f.shape[0] // 8) if optimized else 0
         self._fast = self._setup_fast() if self.kind == "quantized" else None
 
-    def _exact_in_float32(self, max_x: int) -> bool:
+    def _exact_in_float32(self, w: np.ndarray, max_x: int) -> bool:
         """Whether inputs up to ``max_x`` in magnitude (less their zero point) keep every sum
-        exact in float32: an output gathers at most all KH*KW*I products of its channel, so
-        every partial sum, in the GEMM or the scatter, is bounded by their magnitudes."""
-        channels = self.inputs[1].shape[0]
-        per_output = np.abs(self.w).reshape(self.w.shape[0], -1, channels).sum(axis=(0, 1))
+        exact in float32 with the constant GEMM weights ``w`` (``self.w``): an output gathers
+        at most all KH*KW*I products of its channel, so every partial sum, in the GEMM or the
+        scatter, is bounded by their magnitudes."""
+        channels = self.input_tensor(1).shape[0]
+        per_output = np.abs(w).reshape(w.shape[0], -1, channels).sum(axis=(0, 1))
         return max_x * int(per_output.max(initial=0)) < 1 << 24
 
-    def _setup_fast(self) -> tuple[np.ndarray, RuyRequantizer] | None:
+    def _setup_fast(self) -> tuple[list[tuple[int, slice, np.ndarray]], RuyRequantizer] | None:
         """Float32 GEMM weights and the requantizer of the int8 path, or None where a sum
         could be inexact in float32 or the requantization needs the int64 path."""
-        x, f, out = self.inputs[2], self.inputs[1], self.outputs[0]
-        if self.w is None or not self.ruy_channels:
+        x, f, out = self.input_tensor(2), self.input_tensor(1), self.outputs[0]
+        w = self.w
+        if w is None or not self.ruy_channels:
             return None
-        bias = np.zeros(f.shape[0], np.int64)
+        bias: np.ndarray = np.zeros(f.shape[0], np.int64)
         if len(self.inputs) > 3 and self.inputs[3] is not None:
-            bias = self.constant(3)
-            if bias is None:
+            bias_value = self.constant(3)
+            if bias_value is None:
                 return None
+            bias = bias_value
         info = np.iinfo(x.dtype)
-        if not self._exact_in_float32(max(self.x_zp - int(info.min), int(info.max) - self.x_zp)):
+        if not self._exact_in_float32(w, max(self.x_zp - int(info.min), int(info.max) - self.x_zp)):
             return None
-        clamp = activation_range_quantized(self.activation, out.quantization, out.dtype)
+        out_quantization = self.required(out.quantization, "quantization on the output")
+        clamp = activation_range_quantized(self.activation, out_quantization, out.dtype)
         requantizer = RuyRequantizer.build(
             self.mult,
             self.shift,
@@ -190,10 +195,11 @@ class TransposeConv(OpKernel):
             clamp,
             out.dtype,
         )
-        return None if requantizer is None else (self._subpixel_weights(), requantizer)
+        return None if requantizer is None else (self._subpixel_weights(w), requantizer)
 
-    def _subpixel_weights(self) -> list[tuple[int, slice, np.ndarray]]:
-        """The GEMM weights (I, KH*KW*O) laid out for :meth:`_subpixel_sums`, in float32.
+    def _subpixel_weights(self, w: np.ndarray) -> list[tuple[int, slice, np.ndarray]]:
+        """The constant GEMM weights ``w`` (``self.w``, (I, KH*KW*O)) laid out for
+        :meth:`_subpixel_sums`, in float32.
 
         Window row (a_h, a_w, i) against phase column (p_h, p_w, o) holds tap
         (p_h + (J_h - 1 - a_h) * s_h, p_w + (J_w - 1 - a_w) * s_w), or zero where that tap
@@ -204,8 +210,8 @@ class TransposeConv(OpKernel):
         At most two groups, together at most four times the filter's size."""
         (kh, kw), (sh, sw) = self.kernel_hw, self.stride
         (jh, jw), (ph, pw) = self.window, self.phases
-        channels = self.w.shape[0]
-        taps = self.w.reshape(channels, kh, kw, -1)
+        channels = w.shape[0]
+        taps = w.reshape(channels, kh, kw, -1)
         mat = np.zeros((jh, jw, channels, ph, pw, taps.shape[3]), np.float32)
         for a_h, p_h, a_w, p_w in itertools.product(range(jh), range(ph), range(jw), range(pw)):
             ky, kx = p_h + (jh - 1 - a_h) * sh, p_w + (jw - 1 - a_w) * sw
@@ -288,7 +294,7 @@ class TransposeConv(OpKernel):
             for a_h in range(jh):  # one window row a pass: numpy's inner loop runs along cells
                 np.copyto(_runs(im2col[:, :, :, a_h]), windows[..., a_h])
         im2col = im2col.reshape(pixels, -1)
-        channels = self.inputs[1].shape[0]
+        channels = self.input_tensor(1).shape[0]
         sums = scratch(
             "transpose_conv_sums", pixels * math.prod(self.phases) * channels, np.float32
         )
@@ -337,14 +343,17 @@ class TransposeConv(OpKernel):
                 if p_h < ph and p_w < pw:
                     block = values[:, cell_h : cell_h + count_h, cell_w : cell_w + count_w]
                     out[:, y::sh, x::sw] = block[:, :, :, p_h, p_w]
-                else:
-                    out[:, y::sh, x::sw] = fill.reshape(n, 1, 1, channels)
+                else:  # a phase without a tap: ph < sh or pw < sw, so ``fill`` is made
+                    tap_fill = present(fill, "the value of phases without a tap")
+                    out[:, y::sh, x::sw] = tap_fill.reshape(n, 1, 1, channels)
         return out
 
-    def _requantize(self, sums: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-        """Exact integer ``sums`` (..., O) -> the output integers: RuyRequantizer for the
-        channels LiteRT requantizes eight at a time, TFLite's reference rounding after."""
-        requantize = self._fast[1]
+    def _requantize(
+        self, requantize: RuyRequantizer, sums: np.ndarray, bias: np.ndarray | None
+    ) -> np.ndarray:
+        """Exact integer ``sums`` (..., O) -> the output integers: ``requantize`` (the fast
+        path's RuyRequantizer) for the channels LiteRT requantizes eight at a time, TFLite's
+        reference rounding after."""
         flat = sums.reshape(-1, sums.shape[-1])
         result = np.empty(flat.shape, self.outputs[0].dtype)
         # One block of rows per cell row, for the requantizer's tiled constants.
@@ -360,7 +369,9 @@ class TransposeConv(OpKernel):
         return result.reshape(sums.shape)
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
-        out_shape, f, x = inputs[0], inputs[1], inputs[2]
+        out_shape = self.required(inputs[0], "input 0 (the output shape)")
+        f = self.required(inputs[1], "input 1 (the filter)")
+        x = self.required(inputs[2], "input 2")
         bias = inputs[3] if len(inputs) > 3 else None
         w = self.w if self.w is not None else self._gemm_weights(f)
         _, out_h, out_w, _ = transposed_shape(out_shape, x.shape, f.shape)
@@ -374,8 +385,9 @@ class TransposeConv(OpKernel):
                 out += bias
             return apply_fused_activation(out, self.activation)
         if self._fast is not None:
-            sums = self._subpixel_sums(x, np.float32(self.x_zp), self._fast[0], out_hw)
-            return self._interleave(sums, lambda s: self._requantize(s, bias), out_hw)
+            fast_weights, requantizer = self._fast
+            sums = self._subpixel_sums(x, np.float32(self.x_zp), fast_weights, out_hw)
+            return self._interleave(sums, lambda s: self._requantize(requantizer, s, bias), out_hw)
         if self.kind == "hybrid" and self._w32 is not None:
             q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
             sums = self._subpixel_sums(

@@ -72,14 +72,16 @@ class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
 
     def setup(self) -> None:
         self.time_major = bool(self.options.get("time_major", False))
-        integer = self.inputs[0].dtype == np.int8
+        integer = self.input_tensor(0).dtype == np.int8
         self.build_cell(IntegerLstmCell if integer else LstmCell)
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         cell = self.cell_for(inputs)
         work = cell.work_dtype
-        h_state, c_state = inputs[OUTPUT_STATE], inputs[CELL_STATE]
-        x = np.asarray(inputs[0]).astype(work)
+        h_state = self.required(inputs[OUTPUT_STATE], f"input {OUTPUT_STATE} (the output state)")
+        c_state = self.required(inputs[CELL_STATE], f"input {CELL_STATE} (the cell state)")
+        x_in = self.required(inputs[0], "input 0")
+        x = np.asarray(x_in).astype(work)
         if x.ndim == 2:  # an unbatched sequence [T, I]
             x = x[:, None, :] if self.time_major else x[None]
         seq = x if self.time_major else np.swapaxes(x, 0, 1)
@@ -101,5 +103,5 @@ class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
             out = np.swapaxes(out, 0, 1)
         h_state[...] = h.reshape(h_state.shape)
         c_state[...] = c.reshape(c_state.shape)
-        shape = out.shape if inputs[0].ndim == 3 else out.reshape(-1, out.shape[-1]).shape
+        shape = out.shape if x_in.ndim == 3 else out.reshape(-1, out.shape[-1]).shape
         return np.ascontiguousarray(out).reshape(shape).astype(self.outputs[0].dtype)

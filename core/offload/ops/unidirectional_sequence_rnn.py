@@ -38,7 +38,7 @@ class UnidirectionalSequenceRnn(RnnKernelMixin, OpKernel):
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         cell = self.cell_for(inputs)
-        state = inputs[4]
+        state = self.required(inputs[4], "input 4 (the hidden state)")
         x = np.asarray(inputs[0], np.float32)
         seq = x if self.time_major else np.swapaxes(x, 0, 1)
         h = np.asarray(state, np.float32).reshape(seq.shape[1], -1)

@@ -265,7 +265,10 @@ def test_benchmark_profile_table(
     assert header == ["kernel", "family", "launches", "device", "ms", "share", "GFLOP/s"]
     add = next(line for line in out.splitlines() if line.strip().startswith("add ")).split()
     assert add == ["add", "2", "0.5000", "66.7%", "0.0"]
-    assert "device busy 0.750 ms per invoke of" in out
+    busy = next(line for line in out.splitlines() if "device busy" in line).strip()
+    # The fake device's 0.75 ms is more than this tiny model's wall: no share over 100% then.
+    assert busy.startswith("device busy 0.750 ms per invoke")
+    assert busy.endswith("not a share of the wall") or "%" in busy
 
 
 def test_benchmark_profile_without_a_device_profile(

@@ -192,10 +192,24 @@ def test_choice_names_are_checked() -> None:
 # -- every tile and split agrees with LiteRT -----------------------------------------------------
 
 
+def _tile_cases() -> list:
+    """Every product at every tile of the matrix-product kernel (tgemm), unsplit and split 4
+    ways; the window-gathering kernel (tconv) at the rule's tiles and the first. Each (kernel,
+    tile) is a program of its own for PoCL to compile (7-22 s each on a cold cache), and the
+    gather differs from tgemm only in how rows are read, which any tile exercises."""
+    gather_tiles = dict.fromkeys((TILE_LIST[0], *RULE_TILES))
+    cases = []
+    for name in sorted(PRODUCTS):
+        op, _, _, conv = PRODUCTS[name]
+        gathers = op == "CONV_2D" and conv["k"] != 1
+        for tile in gather_tiles if gathers else TILE_LIST:
+            for split in (1, 4):
+                cases.append(pytest.param(name, tile, split, id=f"{name}-{tile.name}-{split}"))
+    return cases
+
+
 @pytest.mark.litert
-@pytest.mark.parametrize("split", [1, 4])
-@pytest.mark.parametrize("tile", TILE_LIST, ids=lambda t: t.name)
-@pytest.mark.parametrize("name", sorted(PRODUCTS))
+@pytest.mark.parametrize(("name", "tile", "split"), _tile_cases())
 def test_tiled_product_matches_litert(name: str, tile, split: int, pin) -> None:
     """Each tile, unsplit and split 4 ways, with bias, residual ADD + RELU6 and PRELU fused."""
     op, shape, co, conv = PRODUCTS[name]
@@ -385,6 +399,24 @@ def two_products() -> bytes:
     return b.build()  # fmt: skip
 
 
+@pytest.fixture
+def no_program_binaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the autotuner's stored choices, not the program binary, whose
+    caching tests/opencl/test_cache.py covers: asking PoCL for the GPU family's binary makes it
+    compile every kernel for every work-group size first (65 s on a cold PoCL cache)."""
+    monkeypatch.setattr(_kernel, "save_program", lambda *args: None)
+
+
+@pytest.fixture
+def few_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The autotuner times the first three of its real candidates (each tile it times is a
+    compile of its own on a cold PoCL cache); what it stores and reads back is the same."""
+    from offload_gpu_opencl import _autotune
+
+    real = _autotune.candidates
+    monkeypatch.setattr(_autotune, "candidates", lambda problem, units: real(problem, units)[:3])
+
+
 def tune(content: bytes, inputs: list[np.ndarray], cache_dir: Path) -> tuple[list, dict, object]:
     """One init with the autotuner on, this process's memo of searches forgotten first."""
     forget_tuning()
@@ -403,6 +435,7 @@ def tune(content: bytes, inputs: list[np.ndarray], cache_dir: Path) -> tuple[lis
 
 
 @pytest.mark.litert
+@pytest.mark.usefixtures("no_program_binaries", "few_candidates")
 def test_autotuner_choices_are_cached(tmp_path: Path) -> None:
     """The first init times both products; a warm start reads the choices and times none."""
     content = two_products()
@@ -417,6 +450,7 @@ def test_autotuner_choices_are_cached(tmp_path: Path) -> None:
 
 
 @pytest.mark.litert
+@pytest.mark.usefixtures("no_program_binaries", "few_candidates")
 def test_autotuner_searches_again_past_bad_entries(tmp_path: Path) -> None:
     """A damaged entry, or one whose names are no candidates, is searched again and rewritten:
     no crash, right results."""

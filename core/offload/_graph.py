@@ -76,7 +76,16 @@ class Tensor:
 
     @property
     def is_constant(self) -> bool:
+        """The file gives the tensor data: a weight, or a variable's first value."""
         return self.data is not None
+
+    @property
+    def is_dense_constant(self) -> bool:
+        """A weight a kernel can read as an array shaped as the tensor: constant, not a
+        variable (whose data is only its first value: state), not in sparse storage (one no
+        DENSIFY expanded). Folded constants (see ``offload.export_partition``) count: the core
+        gives them as constants of the subgraph a delegate receives."""
+        return self.data is not None and not self.is_variable and self.sparsity is None
 
     def constant_value(self) -> np.ndarray:
         """The constant's values shaped as the tensor (sparse constants stay in storage form)."""

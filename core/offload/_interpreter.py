@@ -355,7 +355,7 @@ class Interpreter:
             )
         t = tensors[int(tensor_index)]
         buf = None if executor is None else executor.buffers[t.index]
-        if buf is None and t.is_constant and t.sparsity is None:
+        if buf is None and t.is_dense_constant:
             buf = t.constant_value()
         if buf is None:
             raise InterpreterStateError(

@@ -134,9 +134,7 @@ def constant_value(subgraph: Subgraph, t: int) -> np.ndarray | None:
     if t < 0:
         return None
     tensor = subgraph.tensors[t]
-    if not tensor.is_constant or tensor.is_variable or tensor.sparsity is not None:
-        return None
-    return tensor.constant_value()
+    return tensor.constant_value() if tensor.is_dense_constant else None
 
 
 def _pad4(shape: tuple[int, ...]) -> tuple[int, ...]:

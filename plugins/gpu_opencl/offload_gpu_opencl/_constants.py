@@ -22,8 +22,7 @@ def foldable(subgraph: Subgraph, t: int) -> bool:
     Variables are state, not weights; a sparse constant that no DENSIFY expanded (one read
     straight by an op) stays in storage form, which no kernel here reads.
     """
-    tensor = subgraph.tensors[t]
-    return tensor.is_constant and not tensor.is_variable and tensor.sparsity is None
+    return subgraph.tensors[t].is_dense_constant
 
 
 def folded_value(subgraph: Subgraph, t: int) -> np.ndarray:

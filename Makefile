@@ -59,8 +59,10 @@ WHEEL_TESTS := tests/test_wheels.py tests/test_public_api.py tests/opencl/test_s
 	tests/test_run_apps.py::test_tflite_runtime_app_on_the_reference \
 	tests/test_run_apps.py::test_compiled_model_app_runs_on_offload
 
+# setuptools builds in place (build/lib, plugins/*/build) and never deletes there: a module
+# removed from the sources would otherwise still ship in the wheel, so those go first.
 wheel-test: setup
-	rm -rf $(WHEELS) $(WHEEL_SITE)
+	rm -rf $(WHEELS) $(WHEEL_SITE) build/lib build/bdist.* $(addsuffix /build,$(PLUGIN_DIRS))
 	$(BIN)/python -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation \
 		-w $(WHEELS) . $(PLUGIN_DIRS)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps \

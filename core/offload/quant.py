@@ -73,6 +73,7 @@ __all__ = [
     "saturating_rounding_doubling_high_mul",
     "scale_zero_point",
     "tflite_round",
+    "wrap_int32",
 ]
 
 _INT32_MIN = -(2**31)
@@ -131,6 +132,17 @@ def dtype_range(dtype: np.dtype | type) -> tuple[int, int]:
     """(min, max) of an integer dtype, the clamp range of quantized values."""
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
+
+
+def wrap_int32(acc: np.ndarray) -> np.ndarray:
+    """An exact (int64) accumulator as LiteRT's int32 one holds it: modulo 2**32, signed.
+
+    LiteRT sums int8 and uint8 products (and adds the bias) in int32, which wraps on overflow
+    on x86; whatever order it adds in, the result is the true sum modulo 2**32. Apply it
+    before requantizing where the kernel accumulates in int32 (FULLY_CONNECTED).
+    """
+    wide = np.asarray(acc, np.int64)
+    return (wide + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def tflite_round(x: np.ndarray | float) -> np.ndarray:

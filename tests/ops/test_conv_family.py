@@ -559,3 +559,26 @@ def test_pool_quantized(op, dtype) -> None:
         version=version,
         out_q=q,
     )
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("bias", [0, 2_000_000_000])
+def test_fc_int8_accumulator_wraps_as_litert(bias: int) -> None:
+    """An int8 FULLY_CONNECTED whose int32 accumulator overflows: LiteRT's sum wraps modulo
+    2**32 (x86 int32 arithmetic), and so does the reference's. K = 70,000 products of 255 x 127
+    (input zero point -128) reach 2.27e9, past int32's 2.15e9; one row in three stays in range."""
+    k = 70_000
+    x = np.full((3, k), 127, np.int8)
+    x[1] = -128  # x - zero point = 0: no overflow in this row
+    w = np.full((2, k), 127, np.int8)
+    w[1, ::2] = -127
+    b = np.array([bias, -bias], np.int32)
+    check(
+        "FULLY_CONNECTED",
+        [In(x, q=(0.5, -128)), In(w, True, (0.01, 0)), In(b, True, (0.005, 0))],
+        (3, 2),
+        np.int8,
+        {"fused_activation_function": "NONE"},
+        version=4,
+        out_q=(1e6, 0),
+    )

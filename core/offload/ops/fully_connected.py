@@ -32,7 +32,7 @@ from offload.ops._conv import (
     weight_value,
 )
 from offload.ops._registry import register
-from offload.quant import activation_range_quantized
+from offload.quant import activation_range_quantized, wrap_int32
 
 
 def fc_shape(x: Shape, weights: Shape, keep_num_dims: bool) -> Shape:
@@ -179,6 +179,8 @@ class FullyConnected(OpKernel):
         acc = np.rint((rows.astype(np.float64) - self.x_zp) @ w).astype(np.int64)
         if bias is not None:
             acc += bias.astype(np.int64)
+        if x.dtype != np.int16:  # int16 inputs accumulate in int64 in LiteRT too
+            acc = wrap_int32(acc)
         out = finish_quantized(
             acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
         )

@@ -207,7 +207,9 @@ def _check_profiling_kernel(ns: dict[str, Any]) -> None:
 
 
 def _check_provider(ns: dict[str, Any]) -> None:
-    assert ns["provider"].flags[0].option == "precision"
+    flags = {f.flag: f for f in ns["provider"].flags}
+    assert flags["--mine_precision"].option == "precision"
+    assert flags["--mine_max_delegated_partitions"].type == "int"
 
 
 def _check_engine_delegate(ns: dict[str, Any]) -> None:

@@ -56,8 +56,12 @@ class DelegateOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_delegated_partitions: PositiveInt | None = None
-    min_nodes_per_partition: PositiveInt = 1
+    max_delegated_partitions: PositiveInt | None = Field(
+        default=None, description="keep at most this many partitions, largest first"
+    )
+    min_nodes_per_partition: PositiveInt = Field(
+        default=1, description="smaller partitions stay on the CPU"
+    )
 
 
 class KernelTiming(BaseModel):

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from offload._capabilities import describe_validation_error
+from offload._delegate import DelegateOptions
 from offload.errors import CapabilityDeclarationError
 
 __all__ = [
@@ -73,14 +74,44 @@ class DelegateFlag(_Declared):
 
 
 class DelegateProvider(_Declared):
-    """A delegate's flags: ``enable_flag`` switches it on, ``flags`` set its options."""
+    """A delegate's flags: ``enable_flag`` switches it on, ``flags`` set its options.
+
+    ``flag_prefix`` (``"--gpu_"``): every option :class:`~offload.DelegateOptions` gives all
+    delegates (``max_delegated_partitions``, ``min_nodes_per_partition``) gets a flag of that
+    prefix and the field's name, type and description, unless ``flags`` sets the option
+    already; they are in ``flags`` after the ones declared.
+    """
 
     delegate: str
     enable_flag: str
     help: str = ""
     flags: tuple[DelegateFlag, ...] = ()
+    flag_prefix: str | None = None
 
     _check_enable = field_validator("enable_flag")(_flag_name)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _common_flags(cls, data: Any) -> Any:
+        prefix = data.get("flag_prefix") if isinstance(data, Mapping) else None
+        if not isinstance(prefix, str):
+            return data
+        _flag_name(prefix + "x")  # a prefix a flag can start with
+        declared = list(data.get("flags") or ())
+        taken = {
+            f.option if isinstance(f, DelegateFlag) else dict(f).get("option") for f in declared
+        }
+        derived = [
+            DelegateFlag(
+                flag=prefix + name,
+                option=name,
+                type=_flag_type(field.annotation),
+                help=field.description or "",
+            )
+            for name, field in DelegateOptions.model_fields.items()
+            if name not in taken
+        ]
+        return {**data, "flags": (*declared, *derived)}
 
     @model_validator(mode="after")
     def _distinct(self) -> DelegateProvider:
@@ -89,6 +120,26 @@ class DelegateProvider(_Declared):
         if repeated:
             raise ValueError(f"flags: expected distinct flags, found {repeated} more than once")
         return self
+
+
+def _flag_type(annotation: Any) -> Literal["bool", "int", "float", "str"]:
+    """The flag type that converts text to an option of this annotation (None aside)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    base = typing.get_origin(args[0]) or args[0]
+    if typing.get_origin(args[0]) is typing.Annotated:
+        base = typing.get_args(args[0])[0]
+    for python_type, name in _FLAG_TYPES:
+        if isinstance(base, type) and issubclass(base, python_type):
+            return name
+    return "str"
+
+
+# bool before int: a bool is an int to issubclass.
+_FLAG_TYPES: tuple[tuple[type, Literal["bool", "int", "float"]], ...] = (
+    (bool, "bool"),
+    (int, "int"),
+    (float, "float"),
+)
 
 
 def _dest(flag: str) -> str:

@@ -42,6 +42,7 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
             delegate="coreml",
             enable_flag="--use_coreml",
             help="run supported nodes on the Core ML delegate (macOS)",
+            flag_prefix="--coreml_",
             flags=(
                 offload.DelegateFlag(flag="--coreml_version", option="coreml_version", type="int"),
                 offload.DelegateFlag(
@@ -58,16 +59,6 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     flag="--coreml_compute_precision",
                     option="compute_precision",
                     help="float16 or float32",
-                ),
-                offload.DelegateFlag(
-                    flag="--coreml_max_delegated_partitions",
-                    option="max_delegated_partitions",
-                    type="int",
-                ),
-                offload.DelegateFlag(
-                    flag="--coreml_min_nodes_per_partition",
-                    option="min_nodes_per_partition",
-                    type="int",
                 ),
             ),
         )

@@ -42,6 +42,7 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
             delegate="gpu_opencl",
             enable_flag="--use_gpu",
             help="run supported nodes on the OpenCL GPU delegate (gpu_opencl)",
+            flag_prefix="--gpu_",
             flags=(
                 flag(
                     flag="--gpu_precision_loss_allowed",
@@ -64,18 +65,6 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     flag="--gpu_model_token",
                     option="model_token",
                     help="cache key naming the model (default: its fingerprint)",
-                ),
-                flag(
-                    flag="--gpu_max_delegated_partitions",
-                    option="max_delegated_partitions",
-                    type="int",
-                    help="keep at most this many partitions, largest first",
-                ),
-                flag(
-                    flag="--gpu_min_nodes_per_partition",
-                    option="min_nodes_per_partition",
-                    type="int",
-                    help="smaller partitions stay on the CPU",
                 ),
                 flag(
                     flag="--gpu_platform",

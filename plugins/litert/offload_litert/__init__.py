@@ -33,6 +33,7 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
             delegate="litert",
             enable_flag="--use_litert",
             help="run supported nodes in LiteRT itself (the litert delegate)",
+            flag_prefix="--litert_",
             flags=(
                 flag(
                     flag="--litert_num_threads",
@@ -65,18 +66,6 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     flag="--litert_external_delegate_options",
                     option="external_delegate_options",
                     help="that library's options, 'k1:v1;k2:v2'",
-                ),
-                flag(
-                    flag="--litert_max_delegated_partitions",
-                    option="max_delegated_partitions",
-                    type="int",
-                    help="keep at most this many partitions, largest first",
-                ),
-                flag(
-                    flag="--litert_min_nodes_per_partition",
-                    option="min_nodes_per_partition",
-                    type="int",
-                    help="smaller partitions stay on the CPU reference",
                 ),
             ),
         )

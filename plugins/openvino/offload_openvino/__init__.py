@@ -36,6 +36,7 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
             delegate="openvino",
             enable_flag="--use_openvino",
             help="run supported nodes in OpenVINO (the openvino delegate)",
+            flag_prefix="--openvino_",
             flags=(
                 flag(
                     flag="--openvino_device",
@@ -79,18 +80,6 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     option="cpu_pinning",
                     type="bool",
                     help="pin OpenVINO's CPU threads to cores (OpenVINO's default; off here)",
-                ),
-                flag(
-                    flag="--openvino_max_delegated_partitions",
-                    option="max_delegated_partitions",
-                    type="int",
-                    help="keep at most this many partitions, largest first",
-                ),
-                flag(
-                    flag="--openvino_min_nodes_per_partition",
-                    option="min_nodes_per_partition",
-                    type="int",
-                    help="smaller partitions stay on the CPU reference",
                 ),
             ),
         )

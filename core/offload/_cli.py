@@ -28,6 +28,7 @@ from offload.tools import (
     _version,
 )
 from offload.tools._common import EXIT_USAGE
+from offload.tools._terminal import safe_output
 
 __all__ = ["main", "build_parser"]
 
@@ -75,7 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code (the console script exits with it)."""
+    """Run the command line; return the exit code (the console script exits with it).
+
+    Everything it prints goes through one sanitiser (offload.tools._terminal): names in a
+    model file are untrusted, and a control character in one must not reach the terminal.
+    """
+    with safe_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,9 @@ needs_dummy = pytest.mark.skipif(
 )
 
 # An external delegate whose ADD is ``a + b + OFFSET`` and, with ULPS, then moves the sum
-# that many float32 steps up: a delegate author's bug, in a file offload loads by path.
+# that many float32 steps up: a delegate author's bug, in a file offload loads by path. It
+# takes float ADDs in float32 models and in int8 ones (a hand-built QAT-like graph classifies
+# as int8), where the float ops between QUANTIZE and DEQUANTIZE are its to run.
 WRONG_ADD = """
 import numpy as np
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
@@ -67,7 +70,7 @@ class WrongAdd(Delegate):
     CAPABILITIES = Capabilities(
         ops=(OpCapability(op="ADD", fused_activations=("NONE",)),),
         model_types={{
-            t: ModelTypeSupport(support="partial" if t == "float32" else "no")
+            t: ModelTypeSupport(support="partial" if t in ("float32", "int8") else "no")
             for t in ("float32", "float16", "dynamic_range", "int8", "qat")
         }},
     )
@@ -109,6 +112,30 @@ def cancelling(tmp_path: Path) -> str:
     b.add_operator("SUB", [y, x], [d])
     b.add_output(d)
     path = tmp_path / "cancelling.tflite"
+    b.save(path)
+    return str(path)
+
+
+def fake_quant(tmp_path: Path) -> str:
+    """A QAT-like graph: x -> MUL(x, 0) -> z -> ADD(z, c) -> y -> QUANTIZE -> q (int8, scale
+    1/128) -> DEQUANTIZE -> out. MUL makes z a signed zero, so y is exactly c, whose 64
+    values step one float32 ulp at a time across the rounding boundary 0.5/128 between codes
+    0 and 1: moving y up one ulp flips exactly one code, whatever the tie rule."""
+    boundary = np.array(0.5 / 128, np.float32).view(np.int32)
+    c_values = (boundary + np.arange(-32, 32, dtype=np.int32)).view(np.float32)
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 64))
+    zero = b.add_constant("zero", np.zeros((1, 64), np.float32))
+    c = b.add_constant("c", c_values.reshape(1, 64))
+    z, y = b.add_tensor("z", (1, 64)), b.add_tensor("y", (1, 64))
+    q = b.add_tensor("q", (1, 64), np.int8, quantization=(1 / 128, 0))
+    out = b.add_tensor("out", (1, 64))
+    b.add_operator("MUL", [x, zero], [z])
+    b.add_operator("ADD", [z, c], [y])
+    b.add_operator("QUANTIZE", [y], [q])
+    b.add_operator("DEQUANTIZE", [q], [out])
+    b.add_output(out)
+    path = tmp_path / "fake_quant.tflite"
     b.save(path)
     return str(path)
 
@@ -185,6 +212,97 @@ def test_first_divergence_can_be_inherited(tmp_path: Path) -> None:
     assert result.first_divergence is sub and result.first_local_divergence is None
     text = format_text(result)
     assert "first divergence: node 1 SUB v1" in text and "first local divergence: none" in text
+
+
+@pytest.mark.parametrize("wrong_side", ["reference", "candidate"])
+def test_a_last_bit_float_difference_that_flips_a_quantize_is_named(
+    tmp_path: Path, wrong_side: str
+) -> None:
+    """ADD one ulp off is far under the float tolerance, but QUANTIZE turns it into a whole
+    step: QUANTIZE is the first divergence and not local (inherited against the CPU
+    candidate, n/a against the delegate), and ADD is named as the first float tensor that
+    is not bit-identical; MUL before it, bit-identical, is not."""
+    model, wrong = fake_quant(tmp_path), wrong_add(tmp_path, "one_ulp", ulps=1)
+    configs = {"reference": "cpu", "candidate": "cpu", wrong_side: wrong}
+    result = diff_per_node(model, configs["reference"], configs["candidate"])
+    mul, add, quantize, dequantize = result.rows
+    assert mul.status == add.status == "agree" and quantize.status == "diverged"
+    assert mul.comparison is not None and mul.comparison.equal == 1.0
+    first = result.first_divergence
+    assert first is quantize and first.comparison is not None
+    assert (first.comparison.kind, first.comparison.max_error) == ("integer", 1)
+    assert first.locality == ("inherited" if wrong_side == "reference" else "n/a")
+    assert result.first_local_divergence is None
+
+    culprit = result.first_inexact_float
+    assert culprit is add and (culprit.node, culprit.op, culprit.name) == (1, "ADD v1", "y")
+    assert culprit.comparison is not None and culprit.comparison.equal == 0.0
+    assert 0 < culprit.comparison.relative_error < 1e-6
+
+    text = format_text(result)
+    assert (
+        f"first float tensor not bit-identical: node 1 ADD v1, tensor {add.tensor} 'y' "
+        "[1x64 float32]: max |diff| 4.66e-10 (rel 1.19e-07), 64 of 64 values differ"
+    ) in text
+    data = json.loads(result.to_json())
+    assert (data["first_inexact_float"]["node"], data["first_inexact_float"]["name"]) == (1, "y")
+
+
+@needs_litert
+@pytest.mark.litert
+def test_litert_last_bit_tanh_difference_is_named(tmp_path: Path) -> None:
+    """The issue's case against LiteRT itself: float TANH differs from LiteRT's in the last
+    bit (under the tolerance), and an int16 QUANTIZE behind it (a step near a float32 ulp)
+    flips codes: the inherited QUANTIZE is the first divergence, and TANH is named."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 4096))
+    y = b.add_tensor("y", (1, 4096))
+    q = b.add_tensor("q", (1, 4096), np.int16, quantization=(1 / 32768, 0))
+    out = b.add_tensor("out", (1, 4096))
+    b.add_operator("TANH", [x], [y])
+    b.add_operator("QUANTIZE", [y], [q])
+    b.add_operator("DEQUANTIZE", [q], [out])
+    b.add_output(out)
+    b.save(tmp_path / "tanh_quantize.tflite")
+    result = diff_per_node(tmp_path / "tanh_quantize.tflite", seed=2)
+    tanh = result.rows[0]
+    assert tanh.status == "agree" and tanh.comparison is not None
+    if tanh.comparison.equal == 1.0:
+        pytest.skip("the CPU reference's TANH is now bit-identical with LiteRT's here")
+    first = result.first_divergence
+    assert first is not None and (first.op, first.locality) == ("QUANTIZE v1", "inherited")
+    assert result.first_local_divergence is None
+    assert result.first_inexact_float is tanh
+    assert "first float tensor not bit-identical: node 0 TANH v1, tensor 1 'y'" in format_text(
+        result
+    )
+
+
+def test_no_inexact_float_is_named_when_floats_are_bit_identical(tmp_path: Path) -> None:
+    """None when nothing diverges, and when the first divergence is local (its own node is
+    to blame, whatever came before)."""
+    agreeing = diff_per_node(fake_quant(tmp_path), "cpu", "cpu")
+    assert not agreeing.diverged and agreeing.first_inexact_float is None
+    assert json.loads(agreeing.to_json())["first_inexact_float"] is None
+    local = diff_per_node(chain(tmp_path), reference=wrong_add(tmp_path, "off_by_half", 0.5))
+    first = local.first_divergence
+    assert first is not None and first.locality == "local"
+    assert local.first_inexact_float is None
+    assert "first float tensor not bit-identical" not in format_text(local)
+
+
+def test_inherited_divergence_with_bit_identical_floats_says_none(tmp_path: Path) -> None:
+    """An inherited divergence with no inexact float before it says so: "none", and why."""
+    model = cancelling(tmp_path)
+    result = diff_per_node(model, reference=wrong_add(tmp_path, "one_ulp", ulps=1))
+    # Drop ADD's row: what is left is an inherited SUB with no float difference before it.
+    trimmed = replace(result, rows=result.rows[1:])
+    assert trimmed.first_divergence is not None and trimmed.first_inexact_float is None
+    assert (
+        "first float tensor not bit-identical: none (every observable float tensor before it "
+        "is bit-identical)"
+    ) in format_text(trimmed)
+    assert result.first_inexact_float is result.rows[0]  # the untrimmed result names ADD
 
 
 def test_wrong_delegate_as_candidate_is_the_first_divergence(tmp_path: Path) -> None:

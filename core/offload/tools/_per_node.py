@@ -180,6 +180,12 @@ class NodeDiff:
         return data
 
 
+def _inexact_float(row: NodeDiff) -> bool:
+    """A float row whose values were compared and are not all bit-identical."""
+    cmp = row.comparison
+    return cmp is not None and cmp.kind == "float" and cmp.equal is not None and cmp.equal < 1
+
+
 @dataclass(frozen=True)
 class PerNodeDiff:
     """The result of :func:`diff_per_node`: every row, in execution order, and the verdicts."""
@@ -216,6 +222,28 @@ class PerNodeDiff:
         return next((r for r in self.divergent_rows if r.locality == "local"), None)
 
     @property
+    def first_inexact_float(self) -> NodeDiff | None:
+        """The first float tensor, before the first divergence, that is not bit-identical,
+        however far under ``tolerance``: the likely culprit when the first divergence is not
+        local (``inherited``, or ``n/a``); ``None`` otherwise, or when every observable float
+        tensor before it is bit-identical.
+
+        A QUANTIZE (or a hybrid op quantizing its input) fed by float ops turns a last-bit
+        difference into a whole step, so an integer tensor can diverge while every float
+        before it is within tolerance; no node is then local, and this names where the
+        numbers first parted.
+        """
+        first = self.first_divergence
+        if first is None or first.locality == "local":
+            return None  # nothing to explain, or the divergent node is wrong by itself
+        for row in self.rows:
+            if row is first:
+                return None
+            if _inexact_float(row):
+                return row
+        return None
+
+    @property
     def diverged(self) -> bool:
         return bool(self.divergent_rows or self.errors)
 
@@ -230,6 +258,7 @@ class PerNodeDiff:
 
     def to_dict(self) -> dict[str, Any]:
         first, first_local = self.first_divergence, self.first_local_divergence
+        inexact = self.first_inexact_float
         return {
             "model": self.model,
             "reference": self.reference,
@@ -247,6 +276,7 @@ class PerNodeDiff:
             "summary": self.summary(),
             "first_divergence": first.to_dict() if first else None,
             "first_local_divergence": first_local.to_dict() if first_local else None,
+            "first_inexact_float": inexact.to_dict() if inexact else None,
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -684,10 +714,15 @@ def _cells(row: NodeDiff) -> list[str]:
     ]
 
 
+def _head(row: NodeDiff) -> str:
+    """How a verdict line names a row: node, op, tensor, shape and dtype."""
+    where = f"node {row.node} {row.op}, tensor {row.tensor} {row.name!r}"
+    return f"{where} [{_shape(row.shape)} {row.dtype}]"
+
+
 def _describe(row: NodeDiff) -> str:
     cmp = row.comparison
-    head = f"node {row.node} {row.op}, tensor {row.tensor} {row.name!r} "
-    head += f"[{_shape(row.shape)} {row.dtype}]"
+    head = _head(row)
     if row.status == "failed" or cmp is None:
         return f"{head}: {row.note}"
     if cmp.note:
@@ -702,6 +737,19 @@ def _describe(row: NodeDiff) -> str:
     else:
         err = f"{_percent(cmp.equal)} equal"
     return f"{head}: {err} ({row.locality})"
+
+
+def _describe_inexact(row: NodeDiff) -> str:
+    """``row`` as the culprit of a non-local divergence: how far and how many differ."""
+    cmp = row.comparison
+    assert cmp is not None and cmp.equal is not None  # _inexact_float rows only
+    total = int(np.prod(row.shape))
+    # ``equal`` is a mean over ``total`` booleans: the count comes back exactly.
+    differ = total - round(cmp.equal * total)
+    return (
+        f"{_head(row)}: max |diff| {_num(cmp.max_error)} (rel {_num(cmp.relative_error)}), "
+        f"{differ} of {total} values differ"
+    )
 
 
 def format_text(result: PerNodeDiff, show_all: bool = False) -> str:
@@ -747,6 +795,14 @@ def format_text(result: PerNodeDiff, show_all: bool = False) -> str:
         if not result.locality_checked:
             local_text = "n/a (the candidate's kernels are re-run only when it is 'cpu')"
         lines.append("first local divergence: " + local_text)
+        if first.locality != "local":
+            # Same condition as first_inexact_float: here "none" is itself an answer (every
+            # float before the divergence is bit-identical), not a question left unasked.
+            inexact = result.first_inexact_float
+            culprit = _describe_inexact(inexact) if inexact else "none"
+            if inexact is None:
+                culprit += " (every observable float tensor before it is bit-identical)"
+            lines.append("first float tensor not bit-identical: " + culprit)
     shown = [r for r in result.rows if show_all or r.diverged]
     if shown:
         lines += [

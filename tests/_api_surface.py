@@ -31,6 +31,8 @@ MODULES = (
     "offload.testing",
     "offload.errors",
     "offload.interpreter",
+    "offload.compiled_model",
+    "offload.ops",
 )
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

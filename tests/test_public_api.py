@@ -165,3 +165,24 @@ def test_output_shapes_raises_a_typed_error_naming_the_node():
     model = basic_lstm((1, 3))
     with pytest.raises(TensorShapeError, match=r"LSTM.*previous state of shape \[1, 2\]"):
         output_shapes(model.main.nodes[0], model.main)
+
+
+def test_strided_slice_ranges_resolve_masks_and_clamping_as_the_reference():
+    """strided_slice_ranges gives the positions read per axis, clamped as LiteRT clamps; their
+    lengths are the output shape output_shapes computes, and their values the slice run()."""
+    from offload.ops import strided_slice_ranges
+
+    x = np.arange(4 * 5 * 6).reshape(4, 5, 6)
+    options = {"begin_mask": 0b100, "end_mask": 0, "shrink_axis_mask": 0b001}
+    begin, end, strides = [-1, 9, 5], [0, -9, 0], [1, -2, -1]
+    ranges = strided_slice_ranges(x.shape, options, begin, end, strides)
+    assert ranges == [3, range(4, -1, -2), range(5, 0, -1)]
+    taken = x[np.ix_([3], list(ranges[1]), list(ranges[2]))][0]
+    assert np.array_equal(taken, x[3, 4::-2, 5:0:-1])
+    # A new axis reads one position; the ellipsis stands for the axes the spec leaves out.
+    new = strided_slice_ranges(
+        (4, 5), {"new_axis_mask": 1, "ellipsis_mask": 2}, [0, 0], [1, 1], [1, 1]
+    )
+    assert new == [range(1), range(4), range(5)]
+    with pytest.raises(ValueError, match="cannot shrink axis 0 at begin 7"):
+        strided_slice_ranges((6,), {"shrink_axis_mask": 1}, [7], [8], [1])

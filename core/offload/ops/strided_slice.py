@@ -128,6 +128,31 @@ def strided_index(
     return eff_shape, index
 
 
+def strided_slice_ranges(
+    shape: Sequence[int], options: Any, begin: Any, end: Any, strides: Any
+) -> list[range | int]:
+    """What a STRIDED_SLICE node takes of an input of ``shape``, resolved as LiteRT resolves
+    it: the five bit masks and ``offset`` of ``options`` (a node's options, or any mapping)
+    applied, ``begin``/``end`` clamped to each axis.
+
+    One entry per axis of the input with its new axes inserted (an ellipsis stands for whole
+    axes): the ``range`` of positions read along that axis, in the order they are read (a
+    negative step reads backwards; ``range(1)`` for a new axis), or an ``int`` for an axis
+    shrunk to that one position. The output shape is the lengths of the ranges, in order.
+    Raises ValueError where LiteRT refuses the slice or leaves its output undefined (a zero
+    stride, a spec that does not fit the input, shrinking at a clamped begin or with a
+    negative stride); :func:`offload.ops.output_shapes` raises it as TensorShapeError.
+    """
+    eff_shape, index = strided_index(
+        tuple(int(d) for d in shape),
+        _Masks.of(options),
+        np.asarray(begin),
+        np.asarray(end),
+        np.asarray(strides),
+    )
+    return [i if isinstance(i, int) else range(size)[i] for size, i in zip(eff_shape, index)]
+
+
 @register
 class StridedSlice(OpKernel):
     op = "STRIDED_SLICE"
@@ -139,11 +164,8 @@ class StridedSlice(OpKernel):
         begin, end, strides = (ctx.constant(i) for i in (1, 2, 3))
         if begin is None or end is None or strides is None:
             return [None]
-        eff_shape, index = strided_index(x, _Masks.of(ctx.options), begin, end, strides)
-        # A range sliced like the axis has exactly the length numpy gives that slice.
-        return [
-            tuple(len(range(size)[i]) for size, i in zip(eff_shape, index) if isinstance(i, slice))
-        ]
+        ranges = strided_slice_ranges(x, ctx.options, begin, end, strides)
+        return [tuple(len(r) for r in ranges if isinstance(r, range))]
 
     def setup(self) -> None:
         self.masks = _Masks.of(self.options)

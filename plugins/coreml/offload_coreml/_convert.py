@@ -18,7 +18,6 @@ The program is built straight from offload's graph (no TensorFlow in between):
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from offload import Node, Partition, Subgraph
+from offload.geometry import geometry, window_options
 from offload_coreml._support import constant_value
 
 __all__ = ["ConversionError", "ConvertedPartition", "build_program", "deployment_target"]
@@ -70,10 +70,12 @@ def _trivial(shape: Sequence[int]) -> bool:
     return c == 1 or h * w == 1
 
 
-def _same_pads(size: int, k: int, s: int, d: int) -> tuple[int, int]:
-    out = math.ceil(size / s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    return total // 2, total - total // 2
+def _window_pads(node: Node, in_hw: tuple[int, int], filter_hw: tuple[int, int]) -> list[int]:
+    """[top, bottom, left, right] padding of a conv or pool window, as TFLite pads it (SAME's
+    extra pixel after, none for VALID): :func:`offload.geometry.geometry`."""
+    stride, dilation, padding, _ = window_options(node.options)
+    g = geometry(padding, in_hw, filter_hw, stride, dilation)
+    return [g.pad_top, g.pad_bottom, g.pad_left, g.pad_right]
 
 
 class _Builder:
@@ -203,10 +205,7 @@ class _Builder:
         _, h, w, _ = self.shape(node.inputs[0])
         kh, kw = weight.shape[2:]
         dh, dw = o.get("dilation_h_factor", 1), o.get("dilation_w_factor", 1)
-        if o.padding == "SAME":
-            pad = [*_same_pads(h, kh, o.stride_h, dh), *_same_pads(w, kw, o.stride_w, dw)]
-        else:
-            pad = [0, 0, 0, 0]
+        pad = _window_pads(node, (h, w), (kh, kw))
         bias = None
         if len(node.inputs) > 2 and node.inputs[2] >= 0:
             bias = np.asarray(self.const(node.inputs[2]), np.float32)
@@ -238,14 +237,13 @@ class _Builder:
         out = [int(v) for v in self.const(node.inputs[0]).reshape(-1)]
         w = np.asarray(self.const(node.inputs[1]), np.float32)  # [O, kH, kW, I]
         _, h_in, w_in, _ = self.shape(node.inputs[2])
+        # TFLite pads as for the conv whose input is the transposed conv's output.
+        top, _, left, _ = _window_pads(node, (out[1], out[2]), (w.shape[1], w.shape[2]))
         pad: list[int] = []
-        for size, target, k, s in (
-            (h_in, out[1], w.shape[1], o.stride_h),
-            (w_in, out[2], w.shape[2], o.stride_w),
+        for size, target, k, s, before in (
+            (h_in, out[1], w.shape[1], o.stride_h, top),
+            (w_in, out[2], w.shape[2], o.stride_w, left),
         ):
-            # TFLite pads as for the conv whose input is the transposed conv's output.
-            conv_out = math.ceil(target / s) if o.padding == "SAME" else (target - k + s) // s
-            before = max((conv_out - 1) * s + k - target, 0) // 2 if o.padding == "SAME" else 0
             after = (size - 1) * s + k - target - before
             if after < 0:
                 raise ConversionError(f"{node.describe()}: output {target} exceeds the full result")
@@ -268,13 +266,7 @@ class _Builder:
     def _pool(self, node: Node, fn: Any, **extra: Any) -> Any:
         o = node.options
         _, h, w, _ = self.shape(node.inputs[0])
-        if o.padding == "SAME":
-            pad = [
-                *_same_pads(h, o.filter_height, o.stride_h, 1),
-                *_same_pads(w, o.filter_width, o.stride_w, 1),
-            ]
-        else:
-            pad = [0, 0, 0, 0]
+        pad = _window_pads(node, (h, w), (o.filter_height, o.filter_width))
         return fn(
             x=self.var(node.inputs[0]),
             kernel_sizes=[o.filter_height, o.filter_width],

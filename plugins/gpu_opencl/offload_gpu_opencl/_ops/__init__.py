@@ -67,14 +67,15 @@ def capabilities_ops(enable_quant: bool) -> tuple[OpCapability, ...]:
 
 
 def output_shapes(node: Node, subgraph: Subgraph) -> list[Shape]:
-    """The shape of each output as the lowering computes it from the node's inputs and options.
+    """The shape of each output by the core's rule (:func:`offload.ops.output_shapes`).
 
-    Raises :class:`ShapeCheckError` when the kernels cannot compute it: invalid or unsupported
-    parameters, omitted inputs, empty tensors, more elements than 32-bit indices reach."""
+    Raises :class:`ShapeCheckError` when the node is invalid (the core's message) or the
+    kernels cannot compute it: unsupported parameters, empty tensors, more elements than
+    32-bit indices reach."""
     spec = SPECS.get(node.op)
     need(spec is not None, f"gpu_opencl has no shape rule for {node.op}")
     assert spec is not None
-    return checked_shapes(node, subgraph, spec.shapes)
+    return checked_shapes(node, subgraph, spec.limits)
 
 
 def shape_reason(node: Node, subgraph: Subgraph) -> str | None:

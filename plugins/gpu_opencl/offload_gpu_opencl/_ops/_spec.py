@@ -10,7 +10,7 @@ import numpy as np
 from offload import DTypeName, Node, OpCapability, Subgraph
 from offload_gpu_opencl._constants import foldable
 from offload_gpu_opencl._ir import Lowering, Ref, pad_last
-from offload_gpu_opencl._shapes import ShapeRule, rule_reason
+from offload_gpu_opencl._shapes import Limits, rule_reason
 
 __all__ = [
     "FLOAT_DTYPES",
@@ -35,21 +35,21 @@ Check = Callable[[Node, Subgraph], str | None]
 
 @dataclass(frozen=True)
 class OpSpec:
-    """What gpu_opencl knows about one op: its declaration, its support check, its shape rule
-    and its lowering.
+    """What gpu_opencl knows about one op: its declaration, its support check, its kernels'
+    limits and its lowering.
 
-    ``shapes``: the output shapes the lowering produces, from the node's inputs and options;
-    raises ShapeCheckError for what the kernels cannot take. ``lower``: appends the node's
-    launches to the lowering. ``check``: the whole support check beyond the declaration
-    (``None``: the shape rule alone). Declaration: ``versions`` without quantization,
-    ``quantized_versions`` with it (``None``: the same); ``dtypes`` (``None``: float, plus
-    int8/uint8 with quantization); ``quantized_only``: declared only with quantization on; the
-    other fields as in :class:`offload.OpCapability`.
+    Output shapes are the core's (:func:`offload.ops.output_shapes`). ``limits``: what the
+    kernels cannot take beyond the core's rule, raising ShapeCheckError (``None``: nothing).
+    ``lower``: appends the node's launches to the lowering. ``check``: the whole support check
+    beyond the declaration (``None``: the core's rule and ``limits`` alone). Declaration:
+    ``versions`` without quantization, ``quantized_versions`` with it (``None``: the same);
+    ``dtypes`` (``None``: float, plus int8/uint8 with quantization); ``quantized_only``:
+    declared only with quantization on; the other fields as in :class:`offload.OpCapability`.
     """
 
     op: str
-    shapes: ShapeRule
     lower: Lower
+    limits: Limits | None = None
     versions: tuple[int, int] = (1, 1)
     quantized_versions: tuple[int, int] | None = None
     dtypes: tuple[DTypeName, ...] | None = None
@@ -84,7 +84,7 @@ class OpSpec:
         """Why gpu_opencl does not take this node (its declaration already holds), or None."""
         if self.check is not None:
             return self.check(node, subgraph)
-        return rule_reason(node, subgraph, self.shapes)
+        return rule_reason(node, subgraph, self.limits)
 
 
 def constant_weights_reason(

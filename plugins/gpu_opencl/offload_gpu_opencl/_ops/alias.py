@@ -7,56 +7,25 @@ of a constant that it leaves is state, refused here (:func:`dequantize_check`)."
 
 from __future__ import annotations
 
-import numpy as np
-
 from offload import Node, Subgraph
 from offload_gpu_opencl._constants import foldable
-from offload_gpu_opencl._ir import Lowering, Shape, elements
+from offload_gpu_opencl._ir import Lowering, elements
 from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._ops.unary import COPY
-from offload_gpu_opencl._shapes import (
-    constant_ints,
-    need,
-    optional,
-    required,
-    rule_reason,
-    same_shape,
-)
+from offload_gpu_opencl._shapes import need, rule_reason
 
 __all__ = ["SPECS"]
 
 
-def reshape_shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    """As the CPU reference: a rank-1 int32 shape tensor wins over new_shape; with neither,
-    the declared shape (TFLite's legacy rule). The lowering aliases the input's storage, so
-    the element counts must agree whatever the shape."""
-    x = required(node, sg, 0, "input")
-    size = elements(x.shape)
-    shape_t = optional(node, sg, 1)
-    option = [int(d) for d in (node.options.get("new_shape", ()) or ())]
-    has_option = bool(option)
-    if shape_t is not None and (
-        (len(shape_t.shape) == 1 and shape_t.dtype == np.int32) or not has_option
-    ):
-        target = constant_ints(sg, shape_t, "shape (input 1)")
-    elif has_option:
-        target = [] if option == [0] else option  # the converter's [0] means a scalar
-    else:
-        target = [int(d) for d in sg.tensors[node.outputs[0]].shape]
-    unknown = [i for i, d in enumerate(target) if d == -1]
-    need(
-        len(unknown) <= 1 and all(d >= 1 or d == -1 for d in target),
-        f"new shape {target} must have positive dimensions and at most one -1",
-    )
-    known = elements(d for d in target if d != -1)
-    if unknown:
-        need(size % known == 0, f"{size} values do not fill new shape {target}")
-        target[unknown[0]] = size // known
-    need(
-        elements(target) == size,
-        f"new shape {target} holds {elements(target)} values, the input {size}",
-    )
-    return [tuple(target)]
+def reshape_limits(node: Node, sg: Subgraph) -> None:
+    """The lowering aliases the input's storage (the core's rule keeps the element count);
+    a shape tensor it reads must be a dense constant, not a variable's first value."""
+    if len(node.inputs) > 1 and node.inputs[1] >= 0:
+        shape_t = sg.tensors[node.inputs[1]]
+        need(
+            not shape_t.is_constant or foldable(sg, shape_t.index),
+            "shape (input 1) must be a dense constant",
+        )
 
 
 def dequantize_check(node: Node, subgraph: Subgraph) -> str | None:
@@ -65,7 +34,7 @@ def dequantize_check(node: Node, subgraph: Subgraph) -> str | None:
     The core computes it once and again at reset_all_variables; a partition would compute it
     afresh every invoke, or hand back the same array for the LSTM to write into and never reset.
     """
-    reason = rule_reason(node, subgraph, same_shape)
+    reason = rule_reason(node, subgraph)
     if reason is not None:
         return reason
     x = node.inputs[0]
@@ -87,10 +56,9 @@ def lower(lw: Lowering, node: Node) -> None:
 
 
 SPECS = (
-    OpSpec(op="RESHAPE", shapes=reshape_shapes, lower=lower),
+    OpSpec(op="RESHAPE", lower=lower, limits=reshape_limits),
     OpSpec(
         op="DEQUANTIZE",
-        shapes=same_shape,
         lower=lower,
         versions=(1, 3),
         constraints=("a runtime input (the core folds DEQUANTIZE of constants)",),

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
-
 from offload import Node, Subgraph
-from offload_gpu_opencl._errors import ShapeCheckError
-from offload_gpu_opencl._ir import Lowering, Shape, act, elements, pad4
+from offload_gpu_opencl._ir import Lowering, act, elements, pad4
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
-from offload_gpu_opencl._shapes import need, required
+from offload_gpu_opencl._shapes import need
 
 __all__ = ["SPECS"]
 
@@ -21,15 +18,9 @@ __all__ = ["SPECS"]
 CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "MAXIMUM": 3, "MINIMUM": 4, "PRELU": 5, "LOGICAL_AND": 6}
 
 
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
+def limits(node: Node, sg: Subgraph) -> None:
+    """The kernels read two operands (the broadcast shape is the core's rule)."""
     need(len(node.inputs) == 2, f"expected exactly 2 inputs, found {len(node.inputs)}")
-    operands = [required(node, sg, pos, "operand").shape for pos in (0, 1)]
-    try:
-        out = tuple(int(d) for d in np.broadcast_shapes(*operands))
-    except ValueError:
-        raise ShapeCheckError(f"inputs {[list(s) for s in operands]} do not broadcast") from None
-    need(len(out) <= 4, f"broadcast result has rank {len(out)}, at most 4 supported")
-    return [out]
 
 
 def _strides(shape: tuple[int, ...], out: tuple[int, int, int, int]) -> list[int]:
@@ -105,7 +96,7 @@ def lower(lw: Lowering, node: Node) -> None:
 
 
 # LiteRT's GPU delegate takes ADD and friends with exactly two inputs.
-_binary = partial(OpSpec, shapes=shapes, lower=lower, max_inputs=2)
+_binary = partial(OpSpec, lower=lower, limits=limits, max_inputs=2)
 SPECS = (
     _binary(
         op="ADD",

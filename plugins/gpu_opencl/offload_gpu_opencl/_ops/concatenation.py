@@ -3,35 +3,12 @@ already wrote in place (GPU family, see _fusion)."""
 
 from __future__ import annotations
 
-from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, Shape, act, elements
+from offload import Node
+from offload_gpu_opencl._ir import Lowering, act, elements
 from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._ops.unary import FOR_ACTIVATION
-from offload_gpu_opencl._shapes import need, required
 
 __all__ = ["SPECS"]
-
-
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    need(len(node.inputs) >= 1, "expected at least one input")
-    operands = [
-        tuple(int(d) for d in required(node, sg, pos, "operand").shape)
-        for pos in range(len(node.inputs))
-    ]
-    rank = len(operands[0])
-    axis = int(node.options.get("axis", 0))
-    need(rank >= 1, "inputs must have at least one dimension")
-    need(-rank <= axis < rank, f"axis {axis} is outside rank {rank}")
-    axis %= rank
-    for s in operands:
-        need(
-            len(s) == rank
-            and all(a == b for d, (a, b) in enumerate(zip(s, operands[0])) if d != axis),
-            f"inputs {[list(s) for s in operands]} differ outside axis {axis}",
-        )
-    out = list(operands[0])
-    out[axis] = sum(s[axis] for s in operands)
-    return [tuple(out)]
 
 
 def lower(lw: Lowering, node: Node) -> None:
@@ -68,7 +45,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="CONCATENATION",
-        shapes=shapes,
         lower=lower,
         quantized_versions=(1, 2),
         fused_activations=("NONE",),

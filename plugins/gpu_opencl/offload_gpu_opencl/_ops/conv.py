@@ -6,40 +6,30 @@ feed a tiled GEMM (1x1 stride 1) or an implicit-GEMM convolution (every other wi
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import BLOCKS, Lowering, Shape, pad_last
+from offload_gpu_opencl._ir import BLOCKS, Lowering, pad_last
 from offload_gpu_opencl._ops._spec import (
     FUSED_ACTIVATIONS,
     OpSpec,
     bias_row,
     constant_weights_reason,
 )
-from offload_gpu_opencl._shapes import (
-    bias,
-    dims,
-    need,
-    nhwc,
-    required,
-    rule_reason,
-    window,
-    window_shape,
-)
+from offload_gpu_opencl._shapes import need, rule_reason, window, window_limits
 from offload_gpu_opencl._source import blocking
 from offload_gpu_opencl._tiling import GemmProblem, launch_gemm, launch_matmul
 
 __all__ = ["SPECS"]
 
 
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    n, h, w, ci = nhwc(required(node, sg, 0, "input"), "input")
-    co, kh, kw, depth = dims(required(node, sg, 1, "weights"), 4, "weights")
+def limits(node: Node, sg: Subgraph) -> None:
+    """No grouped convolution; a window within 32-bit indices."""
+    ci = int(sg.tensors[node.inputs[0]].shape[3])
+    _, kh, kw, depth = (int(d) for d in sg.tensors[node.inputs[1]].shape)
     need(depth == ci, "grouped convolution (weights depth != input channels) is not supported")
-    bias(node, sg, 2, co)
-    oh, ow = window_shape(node, (h, w), (kh, kw))
-    return [(n, oh, ow, co)]
+    window_limits(node, sg, (kh, kw))
 
 
 def check(node: Node, subgraph: Subgraph) -> str | None:
-    return constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, shapes)
+    return constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, limits)
 
 
 def lower(lw: Lowering, node: Node) -> None:
@@ -98,7 +88,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="CONV_2D",
-        shapes=shapes,
         lower=lower,
         # Hybrid (dynamic-range) versions run as float convolutions on dequantized weights:
         # v2 and v5. The int16 and sparse versions in between stay out through the dtype and

@@ -6,34 +6,21 @@ from __future__ import annotations
 import numpy as np
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, Shape, act, pad_last
+from offload_gpu_opencl._ir import Lowering, act, pad_last
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, constant_weights_reason
-from offload_gpu_opencl._shapes import (
-    bias,
-    dims,
-    need,
-    nhwc,
-    required,
-    rule_reason,
-    window,
-    window_shape,
-)
+from offload_gpu_opencl._shapes import rule_reason, window, window_limits
 
 __all__ = ["SPECS"]
 
 
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    n, h, w, c = nhwc(required(node, sg, 0, "input"), "input")
-    one, kh, kw, co = dims(required(node, sg, 1, "weights"), 4, "weights")
-    need(one == 1, f"weights must be [1, KH, KW, C], found first dimension {one}")
-    need(co % c == 0, "output channels must be a multiple of input channels")
-    bias(node, sg, 2, co)
-    oh, ow = window_shape(node, (h, w), (kh, kw))
-    return [(n, oh, ow, co)]
+def limits(node: Node, sg: Subgraph) -> None:
+    """A window within 32-bit indices."""
+    _, kh, kw, _ = (int(d) for d in sg.tensors[node.inputs[1]].shape)
+    window_limits(node, sg, (kh, kw))
 
 
 def check(node: Node, subgraph: Subgraph) -> str | None:
-    return constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, shapes)
+    return constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, limits)
 
 
 def lower(lw: Lowering, node: Node) -> None:
@@ -135,7 +122,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="DEPTHWISE_CONV_2D",
-        shapes=shapes,
         lower=lower,
         versions=(1, 2),
         # Hybrid (dynamic-range) v4 and v6 run as float convolutions on dequantized weights.

@@ -5,40 +5,21 @@ pre-transformed once to [K][Co8] for both."""
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, Shape, elements, pad_last
+from offload_gpu_opencl._ir import Lowering, elements, pad_last
 from offload_gpu_opencl._ops._spec import (
     FUSED_ACTIVATIONS,
     OpSpec,
     bias_row,
     constant_weights_reason,
 )
-from offload_gpu_opencl._shapes import bias, dims, need, required, rule_reason
+from offload_gpu_opencl._shapes import rule_reason
 from offload_gpu_opencl._tiling import launch_matmul
 
 __all__ = ["SPECS"]
 
 
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    x = required(node, sg, 0, "input")
-    co, k = dims(required(node, sg, 1, "weights"), 2, "weights")
-    size = elements(x.shape)
-    need(
-        size % k == 0,
-        f"input of shape {list(x.shape)} ({size} values) does not split into rows of {k}, "
-        "the weights' depth",
-    )
-    bias(node, sg, 2, co)
-    if node.options.get("keep_num_dims", False):
-        need(
-            len(x.shape) >= 1 and x.shape[-1] == k,
-            f"keep_num_dims needs the input's last dimension to be {k}, found {list(x.shape)}",
-        )
-        return [(*x.shape[:-1], co)]
-    return [(size // k, co)]
-
-
 def check(node: Node, subgraph: Subgraph) -> str | None:
-    reason = constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph, shapes)
+    reason = constant_weights_reason(node, subgraph, (1, 2)) or rule_reason(node, subgraph)
     if reason is None and node.options.get("weights_format", 0) not in (0, "DEFAULT"):
         return f"weights_format {node.options.weights_format} is not supported"
     return reason
@@ -57,7 +38,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="FULLY_CONNECTED",
-        shapes=shapes,
         lower=lower,
         # Hybrid (dynamic-range) v3, v9 and v12 run as float matmuls on dequantized weights;
         # the int16 and sparse versions in between stay out through the dtype and

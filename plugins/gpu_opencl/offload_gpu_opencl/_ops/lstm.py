@@ -8,28 +8,14 @@ from offload import Node, Subgraph
 from offload.errors import TensorShapeError
 from offload.ops import output_shapes
 from offload_gpu_opencl._constants import foldable
-from offload_gpu_opencl._ir import BLOCKS, Lowering, Ref, Shape, elements, pad_last
+from offload_gpu_opencl._ir import BLOCKS, Lowering, Ref, pad_last
 from offload_gpu_opencl._ops._spec import OpSpec
-from offload_gpu_opencl._shapes import dims, need, required
 from offload_gpu_opencl._source import blocking
 
 __all__ = ["SPECS"]
 
 _INPUTS = ("input", "previous activation", "weights", "biases", "previous state")
 _OUTPUTS = ("activation", "state", "concat temp", "activation temp")
-
-
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    """x [B, I], h [B, O], W [4O, I+O], b [4O], c [B, O]."""
-    b, i = dims(required(node, sg, 0, "input"), 2, "input")
-    hb, o = dims(required(node, sg, 1, "previous activation"), 2, "previous activation")
-    w = dims(required(node, sg, 2, "weights"), 2, "weights")
-    biases = required(node, sg, 3, "biases")
-    c = dims(required(node, sg, 4, "previous state"), 2, "previous state")
-    need(hb == b and c == (b, o), f"activation and state must be [{b}, {o}]")
-    need(w == (4 * o, i + o), f"weights must be [{4 * o}, {i + o}], found {list(w)}")
-    need(elements(biases.shape) == 4 * o, f"biases must hold {4 * o} values")
-    return [(b, o), (b, o), (b, i + o), (b, 4 * o)]
 
 
 def check(node: Node, subgraph: Subgraph) -> str | None:
@@ -129,7 +115,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="LSTM",
-        shapes=shapes,
         lower=lower,
         versions=(2, 2),
         # The uint8/int16 quantized cell stays on the CPU.

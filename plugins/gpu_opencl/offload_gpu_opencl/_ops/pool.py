@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, Shape, act
+from offload_gpu_opencl._ir import Lowering, act
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
-from offload_gpu_opencl._shapes import nhwc, required, window, window_shape
+from offload_gpu_opencl._shapes import window, window_limits
 
 __all__ = ["SPECS"]
 
 _KIND = {"MAX_POOL_2D": 0, "AVERAGE_POOL_2D": 1}  # the pool kernel's `kind`
 
 
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    n, h, w, c = nhwc(required(node, sg, 0, "input"), "input")
-    filt = (int(node.options.filter_height), int(node.options.filter_width))
-    oh, ow = window_shape(node, (h, w), filt)
-    return [(n, oh, ow, c)]
+def limits(node: Node, sg: Subgraph) -> None:
+    """A window within 32-bit indices."""
+    window_limits(node, sg, (int(node.options.filter_height), int(node.options.filter_width)))
 
 
 def lower(lw: Lowering, node: Node) -> None:
@@ -53,7 +51,7 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = tuple(
     OpSpec(
         op=op,
-        shapes=shapes,
+        limits=limits,
         lower=lower,
         quantized_versions=(1, 2),
         fused_activations=FUSED_ACTIVATIONS,

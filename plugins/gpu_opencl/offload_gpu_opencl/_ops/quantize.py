@@ -7,13 +7,13 @@ import numpy as np
 from offload import Node, Subgraph
 from offload_gpu_opencl._ir import Lowering, elements
 from offload_gpu_opencl._ops._spec import QUANT_DTYPES, OpSpec
-from offload_gpu_opencl._shapes import rule_reason, same_shape
+from offload_gpu_opencl._shapes import rule_reason
 
 __all__ = ["SPECS"]
 
 
 def check(node: Node, subgraph: Subgraph) -> str | None:
-    reason = rule_reason(node, subgraph, same_shape)
+    reason = rule_reason(node, subgraph)
     if reason is not None:
         return reason
     q = subgraph.tensors[node.outputs[0]].quantization
@@ -47,7 +47,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="QUANTIZE",
-        shapes=same_shape,
         lower=lower,
         versions=(1, 2),
         dtypes=QUANT_DTYPES,

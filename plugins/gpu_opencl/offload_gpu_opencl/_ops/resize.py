@@ -6,18 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, Shape
+from offload_gpu_opencl._ir import Lowering
 from offload_gpu_opencl._ops._spec import OpSpec
-from offload_gpu_opencl._shapes import constant_ints, need, nhwc, required
+from offload_gpu_opencl._shapes import constant_ints, required
 
 __all__ = ["SPECS"]
 
 
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    n, _, _, c = nhwc(required(node, sg, 0, "input"), "input")
-    size = constant_ints(sg, required(node, sg, 1, "size"), "size (input 1)")
-    need(len(size) == 2 and min(size) >= 1, f"size must be two positive values, found {size}")
-    return [(n, size[0], size[1], c)]
+def limits(node: Node, sg: Subgraph) -> None:
+    """A constant size (read on the host); its values are the core's rule."""
+    constant_ints(sg, required(node, sg, 1, "size"), "size (input 1)")
 
 
 def lower(lw: Lowering, node: Node) -> None:
@@ -52,4 +50,4 @@ def lower(lw: Lowering, node: Node) -> None:
     lw.finish(node)
 
 
-SPECS = (OpSpec(op="RESIZE_BILINEAR", shapes=shapes, lower=lower, versions=(1, 3)),)
+SPECS = (OpSpec(op="RESIZE_BILINEAR", lower=lower, limits=limits, versions=(1, 3)),)

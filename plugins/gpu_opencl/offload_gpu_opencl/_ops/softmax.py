@@ -3,20 +3,13 @@ the CPU kernel family, one row per group of 64 in the GPU family (cl/softmax.cl)
 
 from __future__ import annotations
 
-from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, Shape, elements
+from offload import Node
+from offload_gpu_opencl._ir import Lowering, elements
 from offload_gpu_opencl._ops._spec import OpSpec
-from offload_gpu_opencl._shapes import need, required
 
 __all__ = ["SPECS"]
 
 ROW_GROUP = (64,)  # cl/softmax.cl's softmax_rows: its reqd_work_group_size
-
-
-def shapes(node: Node, sg: Subgraph) -> list[Shape]:
-    x = required(node, sg, 0, "input")
-    need(len(x.shape) >= 1, "input must have at least one dimension (the softmax axis)")
-    return [tuple(x.shape)]
 
 
 def lower(lw: Lowering, node: Node) -> None:
@@ -35,7 +28,6 @@ def lower(lw: Lowering, node: Node) -> None:
 SPECS = (
     OpSpec(
         op="SOFTMAX",
-        shapes=shapes,
         lower=lower,
         quantized_versions=(1, 2),
         options={"beta": 1.0},

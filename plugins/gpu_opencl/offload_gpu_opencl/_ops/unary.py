@@ -5,7 +5,6 @@ from __future__ import annotations
 from offload import Node
 from offload_gpu_opencl._ir import ACTIVATIONS, Lowering, elements
 from offload_gpu_opencl._ops._spec import OpSpec
-from offload_gpu_opencl._shapes import same_shape
 
 __all__ = ["CODES", "COPY", "FOR_ACTIVATION", "SPECS"]
 
@@ -32,8 +31,8 @@ def lower(lw: Lowering, node: Node) -> None:
 
 
 SPECS = (
-    OpSpec(op="RELU", shapes=same_shape, lower=lower, quantized_versions=(1, 2)),
-    OpSpec(op="RELU6", shapes=same_shape, lower=lower, quantized_versions=(1, 2)),
-    OpSpec(op="LOGISTIC", shapes=same_shape, lower=lower, quantized_versions=(1, 2)),
-    OpSpec(op="EXP", shapes=same_shape, lower=lower),
+    OpSpec(op="RELU", lower=lower, quantized_versions=(1, 2)),
+    OpSpec(op="RELU6", lower=lower, quantized_versions=(1, 2)),
+    OpSpec(op="LOGISTIC", lower=lower, quantized_versions=(1, 2)),
+    OpSpec(op="EXP", lower=lower),
 )

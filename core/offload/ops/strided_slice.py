@@ -161,6 +161,8 @@ class StridedSlice(OpKernel):
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         x = ctx.shape(0)
+        for position in (1, 2, 3):  # begin, end and strides: LiteRT's Prepare reads all three
+            ctx.shape(position)
         begin, end, strides = (ctx.constant(i) for i in (1, 2, 3))
         if begin is None or end is None or strides is None:
             return [None]

@@ -140,6 +140,36 @@ def _scale_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
     return None
 
 
+def _add_multiplier_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+    """Why LiteRT would abort the process on this integer ADD or SUB, or None.
+
+    LiteRT rescales both inputs to twice the larger input scale and the sum back to the output
+    by ``2 * max_scale / (2**left_shift * out_scale)``, which its
+    QuantizeMultiplierSmallerThanOneExp requires to be below 1: it aborts otherwise (found by
+    fuzzing: an input scale rewritten to 1e30). The CPU reference computes such a node.
+    """
+    if node.op not in ("ADD", "SUB") or len(node.inputs) < 2 or not node.outputs:
+        return None
+    tensors = [subgraph.tensors[t] for t in (*node.inputs[:2], node.outputs[0]) if t >= 0]
+    if len(tensors) != 3 or any(t.dtype.kind not in "iu" for t in tensors):
+        return None
+    scales = []
+    for t in tensors:
+        q = t.quantization
+        if q is None or not q.scale.size:
+            return None
+        scales.append(float(q.scale.reshape(-1)[0]))
+    left_shift = 15 if tensors[0].dtype == np.int16 else 20
+    twice_max = 2 * max(scales[0], scales[1])
+    if scales[2] > 0 and twice_max / ((1 << left_shift) * scales[2]) < 1:
+        return None
+    return (
+        f"output scale {scales[2]!r} against input scales {scales[0]!r} and {scales[1]!r}: "
+        f"LiteRT needs 2 * max(input scales) < 2**{left_shift} * output scale (it aborts the "
+        "process otherwise)"
+    )
+
+
 def load_library(path: str, options: Mapping[str, str]) -> Any:
     """LiteRT's own ``load_delegate(path, options)``: a new TfLiteDelegate from the library.
 
@@ -220,6 +250,7 @@ class LiteRTDelegate(Delegate):
         reason = (
             offload.check_exportable(node, subgraph)
             or _scale_reason(node, subgraph)
+            or _add_multiplier_reason(node, subgraph)
             or self._orphan_reason(node, subgraph)
         )
         if reason is None and self.options.accelerator == "gpu":

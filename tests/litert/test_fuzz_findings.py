@@ -70,3 +70,13 @@ def test_add_whose_rescale_reaches_one_stays_on_the_cpu() -> None:
     assert result["outcome"] == "ok", result
     reasons = result["fallback"]["ADD"]["reasons"]["litert"]
     assert any("2 * max(input scales) < 2**20 * output scale" in r for r in reasons)
+
+
+def test_lstm_without_a_gate_bias_stays_on_the_cpu() -> None:
+    """Case 308619: a float LSTM whose input gate bias (input 12) was omitted. LiteRT read it
+    unchecked and segfaulted; the litert delegate declines the LSTM, with the reason, and the
+    CPU reference runs it with a zero bias."""
+    result = _replay(308619)
+    assert result["outcome"] == "ok", result
+    reasons = result["fallback"]["UNIDIRECTIONAL_SEQUENCE_LSTM"]["reasons"]["litert"]
+    assert any("gate bias input(s) [12] omitted" in r for r in reasons)

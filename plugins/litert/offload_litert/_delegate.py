@@ -170,6 +170,27 @@ def _add_multiplier_reason(node: offload.Node, subgraph: offload.Subgraph) -> st
     )
 
 
+def _lstm_bias_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+    """Why LiteRT would crash on this LSTM's omitted gate biases, or None.
+
+    LiteRT's LSTM kernels read the forget, cell and output gate biases (inputs 13-15), and the
+    input gate's (12) unless the input gate is coupled (CIFG: no input-to-input weights),
+    without checking they are there: an omitted one crashed AllocateTensors (found by fuzzing:
+    a bias index rewritten to -1). The CPU reference takes a missing bias as zeros.
+    """
+    if node.op not in ("LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM") or len(node.inputs) < 16:
+        return None
+    coupled = node.inputs[1] < 0
+    needed = (13, 14, 15) if coupled else (12, 13, 14, 15)
+    omitted = [p for p in needed if node.inputs[p] < 0]
+    if not omitted:
+        return None
+    return (
+        f"gate bias input(s) {omitted} omitted: LiteRT's LSTM reads them without checking and "
+        "crashes; the CPU reference takes them as zeros"
+    )
+
+
 def load_library(path: str, options: Mapping[str, str]) -> Any:
     """LiteRT's own ``load_delegate(path, options)``: a new TfLiteDelegate from the library.
 
@@ -251,6 +272,7 @@ class LiteRTDelegate(Delegate):
             offload.check_exportable(node, subgraph)
             or _scale_reason(node, subgraph)
             or _add_multiplier_reason(node, subgraph)
+            or _lstm_bias_reason(node, subgraph)
             or self._orphan_reason(node, subgraph)
         )
         if reason is None and self.options.accelerator == "gpu":

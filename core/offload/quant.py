@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +74,7 @@ __all__ = [
     "saturating_rounding_doubling_high_mul",
     "scale_zero_point",
     "tflite_round",
+    "unusable_scale",
     "wrap_int32",
 ]
 
@@ -132,6 +134,29 @@ def dtype_range(dtype: np.dtype | type) -> tuple[int, int]:
     """(min, max) of an integer dtype, the clamp range of quantized values."""
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)
+
+
+def unusable_scale(tensors: Sequence[Tensor | None]) -> tuple[int, float] | None:
+    """(tensor index, scale) of the first quantization scale among ``tensors`` that is neither
+    0 (a converter's "not quantized") nor a finite, positive, normal float32; else None.
+
+    The CPU reference computes with any scale and says where a model is invalid; an engine a
+    delegate hands the node to may not (LiteRT's XNNPACK path crashes the process on a
+    subnormal scale), so engine delegates decline such nodes with this.
+    """
+    for t in tensors:
+        q = None if t is None else t.quantization
+        if t is None or q is None or not q.scale.size:
+            continue
+        scale = q.scale.astype(np.float32)
+        bad = scale[(scale != 0) & ~(np.isfinite(scale) & (scale >= _TINY_SCALE))]
+        if bad.size:
+            return t.index, float(bad[0])
+    return None
+
+
+# The smallest normal float32: below it a scale is subnormal.
+_TINY_SCALE = np.finfo(np.float32).tiny
 
 
 def wrap_int32(acc: np.ndarray) -> np.ndarray:

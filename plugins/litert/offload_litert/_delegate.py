@@ -125,19 +125,14 @@ def _scale_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
     fuzzing: a QUANTIZE to scale 1e-45 segfaults in AllocateTensors), and the offload CPU
     reference, which computes such a node, is the safe place for it.
     """
-    for t in (*node.inputs, *node.outputs):
-        q = subgraph.tensors[t].quantization if t >= 0 else None
-        if q is None or not q.scale.size:
-            continue
-        scale = q.scale.astype(np.float32)
-        bad = scale[(scale != 0) & ~(np.isfinite(scale) & (scale >= _TINY))]
-        if bad.size:
-            return (
-                f"tensor {t} has quantization scale {float(bad[0])!r}; LiteRT needs finite "
-                f"positive scales of at least {float(_TINY):.3g} (its XNNPACK path crashes on a "
-                "subnormal one)"
-            )
-    return None
+    tensors = [subgraph.tensors[t] if t >= 0 else None for t in (*node.inputs, *node.outputs)]
+    found = offload.quant.unusable_scale(tensors)
+    if found is None:
+        return None
+    return (
+        f"tensor {found[0]} has quantization scale {found[1]!r}; LiteRT needs finite positive "
+        f"scales of at least {_TINY:.3g} (its XNNPACK path crashes on a subnormal one)"
+    )
 
 
 def _add_multiplier_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:

@@ -290,18 +290,14 @@ def _scale_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
     """Why a quantization scale of the node's tensors is one no runtime should be handed: zero
     says "not quantized", anything else must be a positive normal float32 (the CPU reference
     computes the rest, and says so where the model is invalid)."""
-    for t in (*node.inputs, *node.outputs):
-        q = subgraph.tensors[t].quantization if t >= 0 else None
-        if q is None or not q.scale.size:
-            continue
-        scale = q.scale.astype(np.float32)
-        bad = scale[(scale != 0) & ~(np.isfinite(scale) & (scale >= _TINY))]
-        if bad.size:
-            return (
-                f"tensor {t} has quantization scale {float(bad[0])!r}; OpenVINO is handed only "
-                f"finite positive scales of at least {float(_TINY):.3g}"
-            )
-    return None
+    tensors = [subgraph.tensors[t] if t >= 0 else None for t in (*node.inputs, *node.outputs)]
+    found = offload.quant.unusable_scale(tensors)
+    if found is None:
+        return None
+    return (
+        f"tensor {found[0]} has quantization scale {found[1]!r}; OpenVINO is handed only "
+        f"finite positive scales of at least {_TINY:.3g}"
+    )
 
 
 def _type_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:

@@ -22,6 +22,7 @@ from offload._partition import check_execution_order
 from offload.errors import MemoryBudgetError, OffloadError, TensorShapeError
 from offload.ops import kernel_class
 from offload.ops._base import Shape, ShapeContext
+from offload.ops._types import check_node_types
 
 __all__ = [
     "DEFAULT_MAX_TENSOR_BYTES",
@@ -29,6 +30,7 @@ __all__ = [
     "PropagatedShapes",
     "budgeted",
     "check_tensor_size",
+    "check_types",
     "correct_declared_shapes",
     "propagate_shapes",
 ]
@@ -157,6 +159,18 @@ def propagate_shapes(
     return PropagatedShapes(shapes, unknown, value_shaped, scratch)
 
 
+def check_types(subgraph: Subgraph) -> None:
+    """Raise TensorTypeError at the first node whose tensors have types its op does not take
+    (``OpKernel.types``); ops offload has no kernel for are left to whoever takes them."""
+    for node in subgraph.nodes:
+        try:
+            declared = kernel_class(node).types
+        except OffloadError:
+            continue
+        if declared is not None:
+            check_node_types(node, subgraph.tensors, declared)
+
+
 def correct_declared_shapes(
     subgraph: Subgraph, constant_of: ConstantOf, max_tensor_bytes: int | None
 ) -> tuple[Subgraph, list[dict[str, Any]]]:
@@ -171,6 +185,7 @@ def correct_declared_shapes(
     graph does not produce.
     """
     check_execution_order(subgraph)  # shapes are propagated in file order
+    check_types(subgraph)
     propagated = propagate_shapes(
         subgraph, [t.shape for t in subgraph.tensors], constant_of, max_tensor_bytes
     )

@@ -85,7 +85,8 @@ class TensorShapeError(OffloadError, ValueError):
 
 
 class TensorTypeError(OffloadError, ValueError):
-    """A tensor was given a value of the wrong dtype."""
+    """A tensor was given a value of the wrong dtype, or a model gives a node a tensor type
+    its op does not take."""
 
 
 class MemoryBudgetError(OffloadError, MemoryError):

@@ -16,6 +16,7 @@ from offload.errors import OpExecutionError
 
 if TYPE_CHECKING:
     from offload._graph import Node, Subgraph, Tensor
+    from offload.ops._types import OpTypes
 
 __all__ = ["OpKernel", "KernelResult", "Shape", "ShapeContext", "check_shape", "present"]
 
@@ -87,6 +88,7 @@ class OpKernel:
     Class attributes:
         op: the TFLite builtin name (``"CONV_2D"``).
         max_version: the highest op version whose semantics this kernel implements.
+        types: the tensor types the op accepts, as LiteRT's kernel checks them in Prepare.
 
     Attributes available in ``setup`` and ``run``:
         node: the :class:`~offload._graph.Node` being executed.
@@ -97,6 +99,9 @@ class OpKernel:
 
     op: ClassVar[str] = ""
     max_version: ClassVar[int] = 1
+    # The tensor types the op accepts (offload.ops._types), checked for every node of a model
+    # at allocate_tensors; None for an op that declares none.
+    types: ClassVar[OpTypes | None] = None
     # True when ``run`` accepts ``out=``: a preallocated array (an arena slot) of the output
     # tensor's planned shape and dtype. The kernel then returns ``out`` filled, or a fresh
     # array when ``out`` does not fit the actual result; never a view of an input. May be

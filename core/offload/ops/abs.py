@@ -12,12 +12,14 @@ from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
 from offload.ops._lut import Lut, lut_from_int
 from offload.ops._quant import multiply_by_quantized_multiplier, quantize_multiplier
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Abs(UnaryOp):
     op = "ABS"
     max_version = 5
+    types = accepts("FLOAT32 FLOAT16 INT16 INT32", "INT8 INT16")
     fn = staticmethod(np.abs)
 
     def quantized(self) -> QuantizedFn:

@@ -16,6 +16,7 @@ import numpy as np
 
 from offload.ops._elementwise import BinaryOp, QuantizedFn, _quant_clamp, add_sub_quantized
 from offload.ops._registry import register
+from offload.ops._types import accepts
 from offload.quant import add_int8, add_params
 
 
@@ -23,6 +24,7 @@ from offload.quant import add_int8, add_params
 class Add(BinaryOp):
     op = "ADD"
     max_version = 6
+    types = accepts("FLOAT32 FLOAT16 INT16 INT32 INT64", "INT8 UINT8", data=(0, 1))
     fn = staticmethod(np.add)
     fused = True
     clamp_float = True

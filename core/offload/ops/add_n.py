@@ -9,11 +9,13 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class AddN(OpKernel):
     op = "ADD_N"
+    types = accepts("FLOAT32 INT32", data="all")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

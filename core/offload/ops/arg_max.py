@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import check_one_value, normalize_axis, scalar_int
+from offload.ops._types import accepts, one_of
 
 
 def arg_axis(axis: np.ndarray, ndim: int) -> int:
@@ -32,6 +33,7 @@ def arg_output_shapes(ctx: ShapeContext) -> list[Shape | None]:
 class ArgMax(OpKernel):
     op = "ARG_MAX"
     max_version = 3
+    types = accepts("FLOAT32 INT8 UINT8 INT32 BOOL", output=one_of("INT32 INT64"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -8,6 +8,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 from offload.ops.arg_max import arg_axis, arg_output_shapes
 
 
@@ -15,6 +16,7 @@ from offload.ops.arg_max import arg_axis, arg_output_shapes
 class ArgMin(OpKernel):
     op = "ARG_MIN"
     max_version = 3
+    types = accepts("FLOAT32 INT8 UINT8 INT32 BOOL", output=one_of("INT32 INT64"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

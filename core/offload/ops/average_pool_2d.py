@@ -14,12 +14,14 @@ import numpy as np
 from offload.ops._pool import PoolKernel
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class AveragePool2D(PoolKernel):
     op = "AVERAGE_POOL_2D"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16")
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")

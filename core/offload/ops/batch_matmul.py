@@ -20,6 +20,7 @@ from offload.ops._conv import (
     weight_value,
 )
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 def matmul_shape(lhs: Shape, rhs: Shape, adj_x: bool, adj_y: bool) -> Shape:
@@ -49,6 +50,9 @@ def matmul_shape(lhs: Shape, rhs: Shape, adj_x: bool, adj_y: bool) -> Shape:
 class BatchMatMul(OpKernel):
     op = "BATCH_MATMUL"
     max_version = 4
+    types = accepts(
+        "FLOAT32 FLOAT16", "INT8 INT16", output=one_of("FLOAT32 FLOAT16 INT32", "INT8 INT16")
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

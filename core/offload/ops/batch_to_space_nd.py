@@ -11,6 +11,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts
 
 
 def _spatial_dims(shape: Shape) -> int:
@@ -44,6 +45,9 @@ def batch_to_space_shape(shape: Shape, block: list[int], crops: list[int]) -> Sh
 class BatchToSpaceNd(OpKernel):
     op = "BATCH_TO_SPACE_ND"
     max_version = 4
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

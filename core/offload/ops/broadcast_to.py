@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts
 
 
 def broadcast_to_shape(shape: Shape, target: list[int]) -> Shape:
@@ -27,6 +28,9 @@ def broadcast_to_shape(shape: Shape, target: list[int]) -> Shape:
 class BroadcastTo(OpKernel):
     op = "BROADCAST_TO"
     max_version = 4
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL INT4 FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -10,12 +10,20 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
+
+# The types CAST converts between; BFLOAT16 and INT4, which offload holds as raw uint16 and
+# int8, would convert as bit patterns, so they are refused rather than cast wrong.
+_CASTABLE = (
+    "FLOAT32 FLOAT16 FLOAT64 INT8 UINT8 INT16 UINT16 INT32 UINT32 INT64 UINT64 BOOL COMPLEX64"
+)
 
 
 @register
 class Cast(OpKernel):
     op = "CAST"
     max_version = 7
+    types = accepts(_CASTABLE, output=one_of(_CASTABLE))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

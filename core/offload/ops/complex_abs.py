@@ -8,11 +8,13 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 @register
 class ComplexAbs(OpKernel):
     op = "COMPLEX_ABS"
+    types = accepts("COMPLEX64 COMPLEX128", output=one_of("FLOAT32 FLOAT64"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

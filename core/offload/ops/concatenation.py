@@ -11,6 +11,7 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis, zero_point
+from offload.ops._types import accepts
 from offload.quant import scale_zero_point
 
 
@@ -18,6 +19,7 @@ from offload.quant import scale_zero_point
 class Concatenation(OpKernel):
     op = "CONCATENATION"
     max_version = 7
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL INT4 UINT32", data="all")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

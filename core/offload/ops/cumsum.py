@@ -9,11 +9,13 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import check_one_value, normalize_axis, scalar_int
+from offload.ops._types import accepts
 
 
 @register
 class Cumsum(OpKernel):
     op = "CUMSUM"
+    types = accepts("FLOAT32 INT32 INT64")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -11,6 +11,7 @@ import numpy as np
 from offload._graph import Tensor
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def densify(tensor: Tensor) -> np.ndarray:
@@ -85,6 +86,7 @@ def densify(tensor: Tensor) -> np.ndarray:
 @register
 class Densify(OpKernel):
     op = "DENSIFY"
+    types = accepts("FLOAT32 FLOAT16 INT8")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

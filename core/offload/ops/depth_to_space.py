@@ -8,6 +8,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def depth_to_space_shape(shape: Shape, block_size: int) -> Shape:
@@ -24,6 +25,7 @@ def depth_to_space_shape(shape: Shape, block_size: int) -> Shape:
 class DepthToSpace(OpKernel):
     op = "DEPTH_TO_SPACE"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT32 INT64")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -15,12 +15,14 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._quant import dequantize, scale_zp
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 @register
 class Dequantize(OpKernel):
     op = "DEQUANTIZE"
     max_version = 6
+    types = accepts("FLOAT16", "INT4 INT8 UINT8 INT16", output=one_of("FLOAT32"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -6,6 +6,7 @@ import numpy as np
 
 from offload.ops._elementwise import BinaryOp, nonzero_divisor
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -22,6 +23,7 @@ def _divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class Div(BinaryOp):
     op = "DIV"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16 INT32", "INT8 UINT8 INT16", data=(0, 1))
     fn = staticmethod(_divide)
     fused = True
     clamp_float = True

@@ -6,6 +6,7 @@ import numpy as np
 
 from offload.ops._elementwise import QuantizedFn, UnaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _elu(x: np.ndarray) -> np.ndarray:
@@ -16,6 +17,7 @@ def _elu(x: np.ndarray) -> np.ndarray:
 class Elu(UnaryOp):
     op = "ELU"
     max_version = 1
+    types = accepts("FLOAT32 FLOAT16", "INT8")
     fn = staticmethod(_elu)
 
     def quantized(self) -> QuantizedFn | None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 def lookup_shape(ids: Shape, table: Shape) -> Shape:
@@ -22,6 +23,12 @@ def lookup_shape(ids: Shape, table: Shape) -> Shape:
 class EmbeddingLookup(OpKernel):
     op = "EMBEDDING_LOOKUP"
     max_version = 3
+    types = accepts(
+        "FLOAT32 INT8 UINT8 INT4",
+        data=(1,),
+        output=one_of("FLOAT32 FLOAT16 INT8 UINT8"),
+        others={0: one_of("INT32")},
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
 from offload.ops._shape import check_one_value, normalize_axis, scalar_int
+from offload.ops._types import ANY_STORED, accepts
 
 
 def expanded_shape(shape: Shape, axis: np.ndarray) -> Shape:
@@ -20,6 +21,7 @@ def expanded_shape(shape: Shape, axis: np.ndarray) -> Shape:
 class ExpandDims(OpKernel):
     op = "EXPAND_DIMS"
     max_version = 1
+    types = accepts(ANY_STORED)
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

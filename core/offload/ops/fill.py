@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts, one_of
 
 
 def fill_shape(dims: np.ndarray) -> Shape:
@@ -22,6 +23,11 @@ def fill_shape(dims: np.ndarray) -> Shape:
 class Fill(OpKernel):
     op = "FILL"
     max_version = 5
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32",
+        data=(1,),
+        others={0: one_of("INT32 INT64")},
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -6,10 +6,12 @@ import numpy as np
 
 from offload.ops._elementwise import UnaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Floor(UnaryOp):
     op = "FLOOR"
     max_version = 1
+    types = accepts("FLOAT32 FLOAT16")
     fn = staticmethod(np.floor)

@@ -7,6 +7,7 @@ import numpy as np
 
 from offload.ops._elementwise import BinaryOp, nonzero_divisor
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -20,4 +21,5 @@ def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class FloorDiv(BinaryOp):
     op = "FLOOR_DIV"
     max_version = 3
+    types = accepts("FLOAT32 INT8 INT16 INT32", data=(0, 1))
     fn = staticmethod(_floor_div)

@@ -12,6 +12,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import check_index_range, normalize_axis
+from offload.ops._types import accepts, one_of
 
 
 def gather_shape(x: Shape, positions: Shape, options: Mapping[str, Any]) -> tuple[int, int, Shape]:
@@ -33,6 +34,10 @@ def gather_shape(x: Shape, positions: Shape, options: Mapping[str, Any]) -> tupl
 class Gather(OpKernel):
     op = "GATHER"
     max_version = 8
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL INT4 STRING",
+        others={1: one_of("INT16 INT32 INT64")},
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

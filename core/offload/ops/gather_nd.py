@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import check_index_range
+from offload.ops._types import accepts
 
 
 def gather_nd_shape(params: Shape, indices: Shape) -> Shape:
@@ -31,6 +32,7 @@ def gather_nd_shape(params: Shape, indices: Shape) -> Shape:
 class GatherNd(OpKernel):
     op = "GATHER_ND"
     max_version = 6
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

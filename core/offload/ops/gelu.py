@@ -12,6 +12,7 @@ import numpy as np
 
 from offload.ops._elementwise import QuantizedFn, UnaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 _ERFC = np.frompyfunc(math.erfc, 1, 1)
 _SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
@@ -33,6 +34,7 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
 class Gelu(UnaryOp):
     op = "GELU"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8 INT16")
     fn = staticmethod(_gelu)
 
     def setup(self) -> None:

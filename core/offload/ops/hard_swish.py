@@ -15,6 +15,7 @@ from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
 from offload.ops._lut import Lut, lut_from_int
 from offload.ops._quant import quantize_multiplier, rounding_divide_by_pot
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 _I16_MIN, _I16_MAX = -32768, 32767
 
@@ -104,6 +105,7 @@ def _sat_shl16(x: np.ndarray, amount: int) -> np.ndarray:
 class HardSwish(UnaryOp):
     op = "HARD_SWISH"
     max_version = 1
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8")
     fn = staticmethod(_hard_swish)
 
     def quantized(self) -> QuantizedFn:

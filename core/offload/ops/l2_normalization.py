@@ -9,6 +9,7 @@ import numpy as np
 from offload.errors import UnsupportedOpError
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 # LiteRT's fixed guard against a zero norm (not an option of the op).
 _EPSILON = np.float32(1e-6)
@@ -18,6 +19,7 @@ _EPSILON = np.float32(1e-6)
 class L2Normalization(OpKernel):
     op = "L2_NORMALIZATION"
     max_version = 1
+    types = accepts("FLOAT32", "INT8 UINT8")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

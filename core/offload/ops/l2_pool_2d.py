@@ -6,12 +6,14 @@ import numpy as np
 
 from offload.ops._pool import PoolKernel
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class L2Pool2D(PoolKernel):
     op = "L2_POOL_2D"
     max_version = 1
+    types = accepts("FLOAT32")
 
     def run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = np.asarray(inputs[0], np.float32)

@@ -13,12 +13,14 @@ from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
 from offload.ops._lut import Lut, lut_from_int
 from offload.ops._quant import multiply_by_quantized_multiplier, quantize_multiplier
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class LeakyRelu(UnaryOp):
     op = "LEAKY_RELU"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8 INT16")
 
     def setup(self) -> None:
         self.alpha = np.float32(self.options.get("alpha", 0.2))

@@ -7,10 +7,14 @@ import numpy as np
 
 from offload.ops._elementwise import ComparisonOp
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 @register
 class LessEqual(ComparisonOp):
     op = "LESS_EQUAL"
     max_version = 2
+    types = accepts(
+        "FLOAT32 FLOAT16 INT16 INT32 INT64", "INT8 UINT8", data=(0, 1), output=one_of("BOOL")
+    )
     fn = staticmethod(np.less_equal)

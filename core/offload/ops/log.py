@@ -8,12 +8,14 @@ import numpy as np
 from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Log(UnaryOp):
     op = "LOG"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16", "INT8 INT16")
     fn = staticmethod(np.log)
 
     def quantized(self) -> QuantizedFn:

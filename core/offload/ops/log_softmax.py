@@ -14,12 +14,14 @@ from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class LogSoftmax(OpKernel):
     op = "LOG_SOFTMAX"
     max_version = 2
+    types = accepts("FLOAT32", "INT8 UINT8")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -6,9 +6,11 @@ import numpy as np
 
 from offload.ops._elementwise import LogicalOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class LogicalOr(LogicalOp):
     op = "LOGICAL_OR"
+    types = accepts("BOOL", data=(0, 1))
     fn = staticmethod(np.logical_or)

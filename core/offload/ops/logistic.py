@@ -13,6 +13,7 @@ import numpy as np
 from offload.ops import _eigen
 from offload.ops._elementwise import QuantizedFn, UnaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -31,6 +32,7 @@ def _logistic(x: np.ndarray) -> np.ndarray:
 class Logistic(UnaryOp):
     op = "LOGISTIC"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8 INT16")
     fn = staticmethod(_logistic)
     lut_fn = staticmethod(_sigmoid)
 

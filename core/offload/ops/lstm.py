@@ -13,6 +13,7 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import CELL_STATE, OUTPUT_STATE, LstmKernelMixin
 from offload.ops._lstm_basic import BasicLstm, check_shapes, is_basic
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 # Input positions of the full cell by the shape they must have (``_lstm.py`` lists them).
 _BY_INPUT = (1, 2, 3)  # input-to-{input, forget, cell} weights: [n_cell, n_input]
@@ -53,6 +54,7 @@ def lstm_cell_dims(ctx: ShapeContext, n_input: int) -> tuple[int, int]:
 class Lstm(LstmKernelMixin, OpKernel):
     op = "LSTM"
     max_version = 4
+    types = accepts("FLOAT32", "INT8 UINT8 INT16", output=one_of("FLOAT32", "INT8 UINT8 INT16"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None] | None:

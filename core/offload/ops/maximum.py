@@ -7,6 +7,7 @@ import numpy as np
 
 from offload.ops._elementwise import BinaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -17,5 +18,6 @@ def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class Maximum(BinaryOp):
     op = "MAXIMUM"
     max_version = 4
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64", data=(0, 1))
     fn = staticmethod(_maximum)
     raw_quantized = True

@@ -7,6 +7,7 @@ import numpy as np
 from offload.ops._quant import multiply_by_quantized_multiplier_lanes
 from offload.ops._reduce import ReduceKernel, mean_multiplier_for_count
 from offload.ops._registry import register
+from offload.ops._types import accepts
 from offload.quant import scale_zero_point
 
 # Channels optimized Mean4D handles per NEON step before its scalar leftover loop.
@@ -17,6 +18,7 @@ _MEAN_LANES = 16
 class Mean(ReduceKernel):
     op = "MEAN"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16 INT32 INT64", "INT8 UINT8 INT16")
 
     def setup_reducer(self) -> None:
         self.quantized = self.input_tensor(0).dtype in (np.int8, np.uint8, np.int16)

@@ -11,6 +11,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._pad import pad_widths, padded_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def mirror_mode(options: Mapping[str, Any]) -> str:
@@ -38,6 +39,9 @@ def mirror_widths(shape: Shape, paddings: np.ndarray, mode: str) -> list[tuple[i
 class MirrorPad(OpKernel):
     op = "MIRROR_PAD"
     max_version = 3
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -13,12 +13,14 @@ from offload.errors import UnsupportedOpError
 from offload.ops._elementwise import BinaryOp, QuantizedFn, scale_zp
 from offload.ops._quant import activation_range_quantized, quantize_multiplier, requantize
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Mul(BinaryOp):
     op = "MUL"
     max_version = 8
+    types = accepts("FLOAT32 FLOAT16 INT16 INT32 INT64 COMPLEX64 UINT32", "INT8 UINT8", data=(0, 1))
     fn = staticmethod(np.multiply)
     fused = True
     clamp_float = True

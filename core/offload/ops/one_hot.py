@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import check_one_value, scalar_int
+from offload.ops._types import accepts, one_of
 
 
 def one_hot_axis(axis: int, rank: int) -> int:
@@ -32,6 +33,11 @@ def one_hot_shape(indices: Shape, axis: int, depth: np.ndarray) -> tuple[int, Sh
 class OneHot(OpKernel):
     op = "ONE_HOT"
     max_version = 1
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL",
+        data=(2, 3),
+        others={0: one_of("INT32 INT64")},
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -9,12 +9,14 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis
+from offload.ops._types import accepts
 
 
 @register
 class Pack(OpKernel):
     op = "PACK"
     max_version = 5
+    types = accepts("FLOAT32 INT8 UINT8 INT16 INT32 INT64 UINT32", data="all")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

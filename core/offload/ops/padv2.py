@@ -11,12 +11,14 @@ from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._pad import pad_output_shape, pad_widths
 from offload.ops._registry import register
 from offload.ops._shape import check_one_value, padded, zero_point
+from offload.ops._types import accepts
 
 
 @register
 class PadV2(OpKernel):
     op = "PADV2"
     max_version = 6
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL", data=(0, 2))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -11,6 +11,7 @@ import numpy as np
 from offload.ops._elementwise import BinaryOp, QuantizedFn, scale_zp
 from offload.ops._quant import dtype_range, multiply_by_quantized_multiplier, quantize_multiplier
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 def _prelu(x: np.ndarray, alpha: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -33,6 +34,9 @@ _prelu.takes_out = True  # type: ignore[attr-defined]
 class Prelu(BinaryOp):
     op = "PRELU"
     max_version = 1
+    types = accepts(
+        "FLOAT32", "INT8 UINT8 INT16", others={1: one_of("FLOAT32", "INT8 UINT8 INT16")}
+    )
     fn = staticmethod(_prelu)
 
     def quantized(self) -> QuantizedFn:

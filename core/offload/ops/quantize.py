@@ -24,6 +24,7 @@ from offload.ops._quant import (
     round_half_away_f32,
 )
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 # Values AffineQuantize converts per NEON vector pair before its scalar tail loop.
 _LANES = 8
@@ -72,6 +73,9 @@ def affine_quantize(
 class Quantize(OpKernel):
     op = "QUANTIZE"
     max_version = 6
+    types = accepts(
+        "FLOAT32 FLOAT16", "INT8 UINT8 INT16", output=one_of(quantized="INT8 UINT8 INT16")
+    )
     writes_into = True
 
     @classmethod

@@ -10,6 +10,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def range_length(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:
@@ -37,6 +38,7 @@ def range_length(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int
 class Range(OpKernel):
     op = "RANGE"
     max_version = 2
+    types = accepts("FLOAT32 INT32 INT64", data=(0, 1, 2))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -8,12 +8,17 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 @register
 class Rank(OpKernel):
     op = "RANK"
     max_version = 1
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL INT4 FLOAT64 COMPLEX64 UINT16 UINT32",
+        output=one_of("INT32"),
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

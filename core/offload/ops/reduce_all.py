@@ -6,11 +6,13 @@ import numpy as np
 
 from offload.ops._reduce import ReduceKernel
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class ReduceAll(ReduceKernel):
     op = "REDUCE_ALL"
+    types = accepts("BOOL")
 
     def empty_value(self) -> object:
         return True

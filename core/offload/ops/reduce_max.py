@@ -6,12 +6,14 @@ import numpy as np
 
 from offload.ops._reduce import ReduceKernel
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class ReduceMax(ReduceKernel):
     op = "REDUCE_MAX"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64")
 
     def empty_value(self) -> object:
         if np.issubdtype(self.out_dtype, np.floating):

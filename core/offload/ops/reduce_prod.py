@@ -14,6 +14,7 @@ from offload.ops._reduce import (
     multiply_by_quantized_multiplier_int64,
 )
 from offload.ops._registry import register
+from offload.ops._types import accepts
 from offload.quant import scale_zero_point
 
 
@@ -21,6 +22,7 @@ from offload.quant import scale_zero_point
 class ReduceProd(ReduceKernel):
     op = "REDUCE_PROD"
     max_version = 2
+    types = accepts("FLOAT32 INT8 INT16 INT32 INT64")
 
     def setup_reducer(self) -> None:
         self.quantized = self.is_quantized() and self.input_tensor(0).dtype in (np.int8, np.int16)

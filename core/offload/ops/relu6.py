@@ -7,6 +7,7 @@ import numpy as np
 
 from offload.ops._elementwise import QuantizedFn, UnaryOp, relu_x_lut
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _clamp(x: np.ndarray) -> np.ndarray:
@@ -17,6 +18,7 @@ def _clamp(x: np.ndarray) -> np.ndarray:
 class Relu6(UnaryOp):
     op = "RELU6"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8 INT16")
     fn = staticmethod(_clamp)
 
     def quantized(self) -> QuantizedFn:

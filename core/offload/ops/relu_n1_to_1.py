@@ -6,6 +6,7 @@ import numpy as np
 
 from offload.ops._elementwise import QuantizedFn, UnaryOp, relu_x_lut
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _clamp(x: np.ndarray) -> np.ndarray:
@@ -16,6 +17,7 @@ def _clamp(x: np.ndarray) -> np.ndarray:
 class ReluN1To1(UnaryOp):
     op = "RELU_N1_TO_1"
     max_version = 1
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8")
     fn = staticmethod(_clamp)
 
     def quantized(self) -> QuantizedFn:

@@ -11,6 +11,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
 from offload.ops._shape import int_list, resolve_shape
+from offload.ops._types import ANY_STORED, accepts
 
 
 def option_shape(options: Any) -> list[int] | None:
@@ -33,6 +34,7 @@ def reads_tensor(rank: int, is_int32: bool, has_options: bool) -> bool:
 class Reshape(OpKernel):
     op = "RESHAPE"
     max_version = 1
+    types = accepts(ANY_STORED)
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -15,12 +15,14 @@ from offload.ops._resize import (
     resize_output_shape,
     resized_shape,
 )
+from offload.ops._types import accepts
 
 
 @register
 class ResizeBilinear(OpKernel):
     op = "RESIZE_BILINEAR"
     max_version = 4
+    types = accepts("FLOAT32 INT8 UINT8 INT16")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -15,12 +15,14 @@ from offload.ops._resize import (
     resize_output_shape,
     resized_shape,
 )
+from offload.ops._types import accepts
 
 
 @register
 class ResizeNearestNeighbor(OpKernel):
     op = "RESIZE_NEAREST_NEIGHBOR"
     max_version = 4
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 BOOL UINT16 UINT32")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list, normalize_axis
+from offload.ops._types import accepts
 
 
 def reversed_axes(axis: np.ndarray, rank: int) -> tuple[int, ...]:
@@ -26,6 +27,7 @@ def reversed_axes(axis: np.ndarray, rank: int) -> tuple[int, ...]:
 class ReverseV2(OpKernel):
     op = "REVERSE_V2"
     max_version = 4
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts, one_of
 
 
 def _check_rank(shape: Shape) -> None:
@@ -29,6 +30,7 @@ def fft_size(fft_length: np.ndarray) -> tuple[int, int]:
 @register
 class Rfft2d(OpKernel):
     op = "RFFT2D"
+    types = accepts("FLOAT32", output=one_of("COMPLEX64"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

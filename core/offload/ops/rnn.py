@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import RnnKernelMixin
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def rnn_units(ctx: ShapeContext, n_batch: int, n_input: int) -> int:
@@ -34,6 +35,7 @@ def rnn_units(ctx: ShapeContext, n_batch: int, n_input: int) -> int:
 class Rnn(RnnKernelMixin, OpKernel):
     op = "RNN"
     max_version = 3
+    types = accepts("FLOAT32")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

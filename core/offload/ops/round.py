@@ -6,6 +6,7 @@ import numpy as np
 
 from offload.ops._elementwise import UnaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _round(x: np.ndarray) -> np.ndarray:
@@ -18,4 +19,5 @@ def _round(x: np.ndarray) -> np.ndarray:
 class Round(UnaryOp):
     op = "ROUND"
     max_version = 1
+    types = accepts("FLOAT32 FLOAT16")
     fn = staticmethod(_round)

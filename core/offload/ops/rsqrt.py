@@ -7,6 +7,7 @@ import numpy as np
 
 from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
@@ -17,6 +18,7 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 class Rsqrt(UnaryOp):
     op = "RSQRT"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16", "INT8 INT16")
     fn = staticmethod(_rsqrt)
 
     def quantized(self) -> QuantizedFn | None:

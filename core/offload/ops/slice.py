@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts
 
 
 def slice_bounds(shape: Shape, begin: Sequence[int], size: Sequence[int]) -> list[slice]:
@@ -34,6 +35,9 @@ def slice_bounds(shape: Shape, begin: Sequence[int], size: Sequence[int]) -> lis
 class Slice(OpKernel):
     op = "SLICE"
     max_version = 8
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL INT4 FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

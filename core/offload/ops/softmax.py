@@ -20,12 +20,14 @@ from offload.ops._eigen import column_sums, pexp
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Softmax(OpKernel):
     op = "SOFTMAX"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8 INT16")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -12,6 +12,7 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._pad import pad_widths
 from offload.ops._registry import register
 from offload.ops._shape import int_list, padded, zero_point
+from offload.ops._types import accepts
 
 
 def batched_layout(
@@ -38,6 +39,9 @@ def batched_layout(
 class SpaceToBatchNd(OpKernel):
     op = "SPACE_TO_BATCH_ND"
     max_version = 4
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -8,6 +8,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def depth_shape(shape: Shape, block_size: int) -> Shape:
@@ -27,6 +28,7 @@ def depth_shape(shape: Shape, block_size: int) -> Shape:
 class SpaceToDepth(OpKernel):
     op = "SPACE_TO_DEPTH"
     max_version = 2
+    types = accepts("FLOAT32 INT8 UINT8 INT32 INT64")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

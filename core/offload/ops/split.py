@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis, scalar_int
+from offload.ops._types import accepts
 
 
 def split_axis(shape: Shape, axis: np.ndarray, parts: int) -> int:
@@ -25,6 +26,7 @@ def split_axis(shape: Shape, axis: np.ndarray, parts: int) -> int:
 class Split(OpKernel):
     op = "SPLIT"
     max_version = 5
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64", data=(1,))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

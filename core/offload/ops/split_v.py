@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list, normalize_axis, scalar_int
+from offload.ops._types import accepts
 
 
 def split_sizes(shape: Shape, size_splits: np.ndarray, axis: np.ndarray) -> tuple[int, list[int]]:
@@ -35,6 +36,7 @@ def split_sizes(shape: Shape, size_splits: np.ndarray, axis: np.ndarray) -> tupl
 class SplitV(OpKernel):
     op = "SPLIT_V"
     max_version = 3
+    types = accepts("FLOAT32 INT8 UINT8 INT16 INT32 INT64")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

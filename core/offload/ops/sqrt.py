@@ -11,12 +11,14 @@ import numpy as np
 from offload.ops._elementwise import QuantizedFn, UnaryOp, scale_zp
 from offload.ops._lut import Lut, lut_from_int
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Sqrt(UnaryOp):
     op = "SQRT"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16", "INT8 INT16")
     fn = staticmethod(np.sqrt)
 
     def quantized(self) -> QuantizedFn:

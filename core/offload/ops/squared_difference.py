@@ -11,6 +11,7 @@ import numpy as np
 from offload.ops._elementwise import BinaryOp, QuantizedFn, scale_zp
 from offload.ops._quant import dtype_range, multiply_by_quantized_multiplier, quantize_multiplier
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 def _squared_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -22,6 +23,7 @@ def _squared_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class SquaredDifference(BinaryOp):
     op = "SQUARED_DIFFERENCE"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16 INT32", "INT8", data=(0, 1))
     fn = staticmethod(_squared_difference)
 
     def quantized(self) -> QuantizedFn | None:

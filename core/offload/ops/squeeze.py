@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis
+from offload.ops._types import ANY_STORED, accepts
 
 
 def squeezed_shape(shape: Shape, dims: Sequence[int]) -> Shape:
@@ -27,6 +28,7 @@ def squeezed_shape(shape: Shape, dims: Sequence[int]) -> Shape:
 class Squeeze(OpKernel):
     op = "SQUEEZE"
     max_version = 2
+    types = accepts(ANY_STORED)
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

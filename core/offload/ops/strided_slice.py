@@ -15,6 +15,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts
 
 _FULL = "full"  # an axis taken whole: ellipsis, or past the end of the spec
 _NEW = "new"  # a new size-1 axis
@@ -157,6 +158,9 @@ def strided_slice_ranges(
 class StridedSlice(OpKernel):
     op = "STRIDED_SLICE"
     max_version = 8
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

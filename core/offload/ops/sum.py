@@ -7,6 +7,7 @@ import numpy as np
 from offload.ops._quant import tflite_round
 from offload.ops._reduce import ReduceKernel
 from offload.ops._registry import register
+from offload.ops._types import accepts
 from offload.quant import scale_zero_point
 
 
@@ -14,6 +15,7 @@ from offload.quant import scale_zero_point
 class Sum(ReduceKernel):
     op = "SUM"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16 INT32 INT64", "INT8 UINT8 INT16")
 
     def setup_reducer(self) -> None:
         self.quantized = self.input_tensor(0).dtype in (np.int8, np.uint8, np.int16)

@@ -9,12 +9,14 @@ import numpy as np
 
 from offload.ops._elementwise import QuantizedFn, UnaryOp
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class Tanh(UnaryOp):
     op = "TANH"
     max_version = 3
+    types = accepts("FLOAT32 FLOAT16", "INT8 UINT8 INT16")
     fn = staticmethod(np.tanh)
     lut_fn = staticmethod(np.tanh)
 

@@ -9,6 +9,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import int_list
+from offload.ops._types import accepts
 
 
 def tile_multiples(rank: int, multiples: np.ndarray) -> list[int]:
@@ -25,6 +26,9 @@ def tile_multiples(rank: int, multiples: np.ndarray) -> list[int]:
 class Tile(OpKernel):
     op = "TILE"
     max_version = 3
+    types = accepts(
+        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32"
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

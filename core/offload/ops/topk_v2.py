@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import check_one_value, scalar_int
+from offload.ops._types import accepts, one_of
 
 
 def _check_rank(shape: Shape) -> None:
@@ -31,6 +32,7 @@ def top_count(shape: Shape, k: np.ndarray) -> int:
 class TopKV2(OpKernel):
     op = "TOPK_V2"
     max_version = 3
+    types = accepts("FLOAT32 INT8 UINT8 INT16 INT32 INT64", output={1: one_of("INT16 INT32 INT64")})
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -14,6 +14,7 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import CELL_STATE, OUTPUT_STATE, LstmCell, LstmKernelMixin
 from offload.ops._lstm_integer import IntegerLstmCell
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 def _scan(cell, seq: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple:
@@ -30,6 +31,7 @@ def _scan(cell, seq: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple:
 class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
     op = "UNIDIRECTIONAL_SEQUENCE_LSTM"
     max_version = 4
+    types = accepts("FLOAT32", "INT8 UINT8 INT16", output=one_of("FLOAT32", "INT8 UINT8 INT16"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

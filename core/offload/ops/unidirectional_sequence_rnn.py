@@ -11,6 +11,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._lstm import RnnKernelMixin
 from offload.ops._registry import register
+from offload.ops._types import accepts
 from offload.ops.rnn import rnn_units
 
 
@@ -18,6 +19,7 @@ from offload.ops.rnn import rnn_units
 class UnidirectionalSequenceRnn(RnnKernelMixin, OpKernel):
     op = "UNIDIRECTIONAL_SEQUENCE_RNN"
     max_version = 3
+    types = accepts("FLOAT32")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

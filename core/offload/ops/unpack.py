@@ -10,6 +10,7 @@ import numpy as np
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
 from offload.ops._shape import normalize_axis
+from offload.ops._types import accepts
 
 
 def unpack_axis(shape: Shape, options: Any, count: int) -> int:
@@ -26,6 +27,7 @@ def unpack_axis(shape: Shape, options: Any, count: int) -> int:
 class Unpack(OpKernel):
     op = "UNPACK"
     max_version = 6
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 BOOL")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

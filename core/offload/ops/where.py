@@ -9,6 +9,7 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
+from offload.ops._types import accepts, one_of
 
 
 def _check_rank(shape: Shape) -> None:
@@ -20,6 +21,7 @@ def _check_rank(shape: Shape) -> None:
 class Where(OpKernel):
     op = "WHERE"
     max_version = 2
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL", output=one_of("INT64"))
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -8,11 +8,13 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
+from offload.ops._types import accepts
 
 
 @register
 class ZerosLike(OpKernel):
     op = "ZEROS_LIKE"
+    types = accepts("FLOAT32 INT32 INT64")
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -225,11 +225,13 @@ def build(op: str, type_name: str, quantized: bool) -> bytes:
             model.add_output(out)
         return model.build()
     arity = 1 if op in UNARY else 2
-    inputs = [model.add_input(f"x{i}", shape, type_name, quantization=quant) for i in range(arity)]
+    operands = [
+        model.add_input(f"x{i}", shape, type_name, quantization=quant) for i in range(arity)
+    ]
     out_type = "BOOL" if op in COMPARISON else type_name
     out_quant = FIXED_OUTPUT.get((op, type_name), quant) if quantized else None
     out = model.add_tensor("y", shape, out_type, quantization=out_quant)
-    model.add_operator(op, inputs, [out], OPTIONS.get(op))
+    model.add_operator(op, operands, [out], OPTIONS.get(op))
     model.add_output(out)
     return model.build()
 

@@ -21,7 +21,7 @@ from offload.errors import TensorTypeError
 if TYPE_CHECKING:
     from offload._graph import Node, Tensor
 
-__all__ = ["ANY_STORED", "OpTypes", "TypeRule", "accepts", "check_node_types", "one_of"]
+__all__ = ["ANY_STORED", "WEIGHTS", "OpTypes", "TypeRule", "accepts", "check_node_types", "one_of"]
 
 # Every type LiteRT stores in a tensor buffer of its own, for ops that only move or view
 # elements (RESHAPE); BFLOAT16 is not among them, as no LiteRT kernel takes it.
@@ -157,3 +157,9 @@ def check_node_types(node: Node, tensors: Sequence[Tensor], declared: OpTypes) -
             )
         elif data_rule is not None and (found := data_rule.violation(tensor)) is not None:
             refuse(f"output {position}", tensor, found, data_rule.describe())
+
+
+# The weights of a convolution or a fully connected layer: float, or integers with their
+# quantization parameters (a hybrid model's float layers, an integer model's). LiteRT's
+# kernels read a scale for every integer weight; one without is no valid weight.
+WEIGHTS = one_of("FLOAT32", "INT4 INT8 UINT8")

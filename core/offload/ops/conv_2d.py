@@ -45,7 +45,7 @@ from offload.ops._conv import (
     weight_value,
 )
 from offload.ops._registry import register
-from offload.ops._types import accepts
+from offload.ops._types import WEIGHTS, accepts
 from offload.quant import activation_range_quantized
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class _HybridRows(NamedTuple):
 class Conv2D(OpKernel):
     op = "CONV_2D"
     max_version = 8
-    types = accepts("FLOAT32", "INT8 UINT8 INT16")
+    types = accepts("FLOAT32", "INT8 UINT8 INT16", others={1: WEIGHTS})
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

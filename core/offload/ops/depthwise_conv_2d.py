@@ -52,7 +52,7 @@ from offload.ops._quant import (
     quantize_rows,
 )
 from offload.ops._registry import register
-from offload.ops._types import accepts
+from offload.ops._types import WEIGHTS, accepts
 from offload.quant import depthwise_vector_channels, requantize_depthwise
 
 # Output channels LiteRT's hybrid kernel scales per NEON vector before its leftover loop.
@@ -115,7 +115,7 @@ class _TapPlan:
 class DepthwiseConv2D(OpKernel):
     op = "DEPTHWISE_CONV_2D"
     max_version = 7
-    types = accepts("FLOAT32", "INT8 UINT8 INT16")
+    types = accepts("FLOAT32", "INT8 UINT8 INT16", others={1: WEIGHTS})
     writes_into = True
 
     @classmethod

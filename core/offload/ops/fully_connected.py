@@ -32,7 +32,7 @@ from offload.ops._conv import (
     weight_value,
 )
 from offload.ops._registry import register
-from offload.ops._types import accepts, one_of
+from offload.ops._types import WEIGHTS, accepts, one_of
 from offload.quant import activation_range_quantized, wrap_int32
 
 
@@ -62,7 +62,12 @@ def fc_shape(x: Shape, weights: Shape, keep_num_dims: bool) -> Shape:
 @register
 class FullyConnected(OpKernel):
     op = "FULLY_CONNECTED"
-    types = accepts("FLOAT32", "INT8 UINT8 INT16", output=one_of("FLOAT32", "INT8 UINT8 INT16"))
+    types = accepts(
+        "FLOAT32",
+        "INT8 UINT8 INT16",
+        output=one_of("FLOAT32", "INT8 UINT8 INT16"),
+        others={1: WEIGHTS},
+    )
     # v8 (sparse weights) and v14 (int2 weights) are refused in setup.
     max_version = 13
 

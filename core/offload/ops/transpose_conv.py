@@ -46,7 +46,7 @@ from offload.ops._conv import (
 )
 from offload.ops._registry import register
 from offload.ops._shape import int_list
-from offload.ops._types import accepts
+from offload.ops._types import WEIGHTS, accepts
 from offload.quant import activation_range_quantized
 
 
@@ -101,7 +101,7 @@ def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
 class TransposeConv(OpKernel):
     op = "TRANSPOSE_CONV"
     max_version = 5
-    types = accepts("FLOAT32", "INT8 UINT8 INT16", data=(2,))
+    types = accepts("FLOAT32", "INT8 UINT8 INT16", data=(2,), others={1: WEIGHTS})
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

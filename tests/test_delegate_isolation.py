@@ -101,6 +101,21 @@ def test_a_kernel_writing_into_its_input_fails_and_its_partition_runs_on_the_cpu
         strict.invoke()
 
 
+def test_a_kernel_cannot_unlock_its_input() -> None:
+    """numpy lets a plain read-only view be made writable again; the views a kernel gets
+    refuse it, so unlocking fails like writing does, and the user's input stays as set."""
+
+    def unlock(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        inputs[0].flags.writeable = True
+        inputs[0][...] = 100.0
+        return [inputs[0] + inputs[0]]
+
+    with pytest.warns(UserWarning, match="failed in invoke.*WRITEABLE"):
+        interp, found = _run(_delegate(unlock))
+    np.testing.assert_array_equal(found, _expected())
+    np.testing.assert_array_equal(interp.get_tensor(interp.get_input_details()[0]["index"]), X)
+
+
 def test_an_ndarray_subclass_is_taken_as_a_plain_array() -> None:
     """np.matrix keeps two dimensions through a reshape; the interpreter takes the values as
     a base ndarray, so the RESHAPE after the delegate gives the declared [6]."""

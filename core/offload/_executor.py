@@ -623,18 +623,22 @@ class _PartitionFailed(Exception):
         self.error = error
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """``array`` as a view that cannot be made writable again: numpy lets anyone set
+    ``flags.writeable`` back on a plain view of a writable array, but not on one made over a
+    read-only buffer (about 1 us either way)."""
+    return np.asarray(memoryview(array).toreadonly())
+
+
 def _partition_runner(kernel: DelegateKernel, variable: Sequence[bool]) -> Callable[..., Any]:
     """The step that invokes ``kernel``, its inputs handed over as read-only views (but its
     state): a delegate that writes into one fails, instead of changing the user's input tensor
     or another node's result behind the interpreter's back."""
 
     def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
-        views = []
-        for array, writable in zip(inputs, variable):
-            if not writable:
-                array = array.view()
-                array.flags.writeable = False
-            views.append(array)
+        views = [
+            array if writable else _read_only(array) for array, writable in zip(inputs, variable)
+        ]
         return kernel.invoke(views)
 
     return run

@@ -188,11 +188,6 @@ def test_external_delegate_target(tmp_path: Path) -> None:
     assert "0 finding(s)" in _script("external_delegate", tmp_path=tmp_path)
 
 
-@pytest.mark.xfail(
-    reason="the terminal sanitiser lets default-ignorable format characters through (soft "
-    "hyphen, tag characters U+E0000-E007F, U+1D173-1D17A, U+1BCA0-1BCA3)",
-    strict=False,
-)
 def test_terminal_target() -> None:
     """offload check prints no control or invisible formatting character from a model raw."""
     _no_finding(_outcomes("terminal"))

@@ -11,6 +11,7 @@ import pytest
 
 from offload._cli import main
 from offload.model.builder import ModelBuilder
+from offload.tools._common import format_table
 from offload.tools._terminal import terminal_text
 
 # Clear the screen, set the window title, and a right-to-left override that hides text.
@@ -36,6 +37,27 @@ def test_terminal_text_escapes_controls_and_keeps_layout():
     assert terminal_text(EVIL) == "x\\x1b[2J\\x1b]0;owned\\x07\\u202eevil\\u200b"
     assert terminal_text("a\tb\nc") == "a\tb\nc"  # the command line's own layout
     assert terminal_text("ünïcödé 模型") == "ünïcödé 模型"
+
+
+@pytest.mark.parametrize(
+    ("hidden", "shown"),
+    [
+        ("\u00ad", "\\xad"),  # soft hyphen
+        ("\U000e0041", "\\U000e0041"),  # a tag character: hidden ASCII 'A'
+        ("\U0001d173", "\\U0001d173"),  # musical formatting
+        ("\U0001bca0", "\\U0001bca0"),  # shorthand format control
+        ("\ufe0f", "\\ufe0f"),  # a variation selector, default-ignorable though not Cf
+        ("\u3164", "\\u3164"),  # Hangul filler, drawn as nothing
+    ],
+)
+def test_every_invisible_character_is_escaped(hidden: str, shown: str):
+    assert terminal_text(f"a{hidden}b") == f"a{shown}b"
+
+
+def test_a_name_cannot_start_a_table_line_of_its_own():
+    table = format_table(["op", "where"], [["op\n  all 2 nodes on gpu_opencl", "cpu"]])
+    assert len(table.splitlines()) == 3
+    assert "op\\n  all 2 nodes on gpu_opencl" in table
 
 
 @pytest.mark.parametrize("command", [["check"], ["check", "--json"], ["delegates"]])

@@ -28,6 +28,7 @@ from offload._plugins import (
 )
 from offload._providers import add_provider_flags, delegates_from_args
 from offload.errors import DelegateUnavailableError, UsageError
+from offload.tools._terminal import one_line
 
 __all__ = [
     "EXIT_OK",
@@ -348,8 +349,11 @@ def fmt_g(value: float) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
-    """A plain left-aligned text table (numbers right-aligned)."""
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    """A plain left-aligned text table (numbers right-aligned); a cell is one line, whatever
+    a model's names hold."""
+    cells = [[str(h) for h in headers]] + [
+        ["" if c is None else one_line(str(c)) for c in r] for r in rows
+    ]
     numeric = [
         all(_is_number(row[i]) for row in cells[1:] if row[i]) and len(cells) > 1
         for i in range(len(headers))

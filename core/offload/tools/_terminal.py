@@ -14,28 +14,54 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+import unicodedata
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-__all__ = ["SafeStream", "safe_output", "terminal_text"]
+__all__ = ["SafeStream", "one_line", "safe_output", "terminal_text"]
 
-# C0 controls but newline and tab, DEL and the C1 controls, and the invisible formatting
-# characters that reorder or hide text (bidirectional marks, overrides and isolates, zero-width
-# characters, line and paragraph separators, the byte-order mark, interlinear annotations).
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-    "\ufeff\ufff9-\ufffb]"
+# ASCII's unsafe characters: the C0 controls but newline and tab, and DEL.
+_ASCII_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+# Beyond ASCII, a character is shown as an escape when its Unicode category is a control (Cc),
+# a format character (Cf: bidirectional marks and overrides, zero-width characters, the soft
+# hyphen, tag characters that can spell hidden ASCII), a line or paragraph separator, private
+# use, a surrogate or unassigned; and the default-ignorable characters of other categories,
+# which terminals draw as nothing (fillers, variation selectors, the grapheme joiner).
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs", "Cn"})
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
 )
 
 
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return _escape_char(match.group())
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _unsafe(char: str) -> bool:
+    if char in "\n\t":
+        return False
+    return unicodedata.category(char) in _UNSAFE_CATEGORIES or bool(_IGNORABLE.match(char))
 
 
 def terminal_text(text: str) -> str:
-    """``text`` with every control and formatting character but newline and tab escaped."""
-    return _UNSAFE.sub(_escape, text)
+    """``text`` with every control and invisible formatting character but newline and tab
+    escaped."""
+    if text.isascii():  # nearly everything printed: one regular expression pass
+        return _ASCII_UNSAFE.sub(_escape, text)
+    return "".join(_escape_char(c) if _unsafe(c) else c for c in text)
+
+
+def one_line(text: str) -> str:
+    """``text`` for one line of output: its newlines, carriage returns and tabs escaped too,
+    so that a name from a model cannot start a line of its own (a forged summary line)."""
+    return text.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
 
 
 class SafeStream:

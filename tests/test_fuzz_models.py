@@ -165,12 +165,6 @@ def test_scratch_target() -> None:
 
 
 @needs_litert
-@pytest.mark.xfail(
-    reason="a signature's out-of-range index is a bare IndexError and an intermediate "
-    "named as its input is run; a bad tensor index is an IndexError where LiteRT raises "
-    "ValueError",
-    strict=False,
-)
 def test_api_target() -> None:
     """API misuse raises an error of the family LiteRT raises, and a lying signature is a
     typed error."""

@@ -33,11 +33,12 @@ from offload._compiled_options import (
     translate,
 )
 from offload._executor import Executor
-from offload._interpreter import Interpreter
+from offload._interpreter import Interpreter, check_signature
 from offload._plan import make_plan
 from offload.errors import (
     CpuFallbackError,
     InterpreterStateError,
+    NoTensorValueError,
     SignatureError,
     TensorShapeError,
     TensorTypeError,
@@ -278,6 +279,10 @@ def _signatures(interpreter: Interpreter) -> list[_Signature]:
                 [(main.tensors[t].name, t) for t in main.outputs],
             )
         ]
+    # Every signature is checked here, at load, as LiteRT's CompiledModel refuses a model with
+    # a signature out of range: the calls below index tensor tables with what they hold.
+    for s in model.signatures:
+        check_signature(model, s)
     return [
         _Signature(s.key, s.subgraph_index, list(s.inputs.items()), list(s.outputs.items()))
         for s in model.signatures
@@ -333,6 +338,7 @@ def _compile(
         allow_cpu_fallback=translation.reference_allowed,
         auto_precision_loss_allowed=translation.precision_loss_allowed,
     )
+    signatures = _signatures(interpreter)  # checked before any time goes into choosing
     settings = interpreter._selection.settings
     settings.hardware = translation.delegate_kinds
     settings.reference_allowed = translation.reference_allowed
@@ -341,7 +347,7 @@ def _compile(
     interpreter.allocate_tensors()
     if not translation.reference_allowed and interpreter.plan().fallback_nodes():
         raise _not_accelerated(interpreter, translation)
-    return _Compiled(interpreter, _signatures(interpreter), translation)
+    return _Compiled(interpreter, signatures, translation)
 
 
 class CompiledModel:
@@ -687,8 +693,12 @@ class CompiledModel:
             ex.invoke()
             for (name, t), target in zip(sig.outputs, targets):
                 value = ex.buffers[t]
-                if value is None:  # outputs are kept by the executor: a bug if not
-                    raise InterpreterStateError(f"output {name!r} has no value after the run")
+                if value is None:  # a signature output that is an intermediate, freed
+                    raise NoTensorValueError(
+                        f"signature {sig.key!r} output {name!r} is tensor {t} "
+                        f"({ex.subgraph.tensors[t].name!r}), an intermediate, which has no "
+                        "value after the run: expected an output of the subgraph"
+                    )
                 if value.size != target.size:  # a shape only this run's values decided
                     raise TensorShapeError(
                         f"output {name!r}: this run gave shape {list(value.shape)} "

@@ -627,7 +627,7 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     """``array`` as a view that cannot be made writable again: numpy lets anyone set
     ``flags.writeable`` back on a plain view of a writable array, but not on one made over a
     read-only buffer (about 1 us either way)."""
-    return np.asarray(memoryview(array).toreadonly())
+    return np.asarray(memoryview(array).toreadonly())  # type: ignore[arg-type]  # numpy stubs lack Buffer
 
 
 def _partition_runner(kernel: DelegateKernel, variable: Sequence[bool]) -> Callable[..., Any]:

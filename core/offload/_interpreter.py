@@ -19,7 +19,7 @@ import numpy as np
 from offload._auto import AutoSettings
 from offload._delegate import Delegate, DelegateKernel
 from offload._executor import Executor
-from offload._graph import Model, Tensor
+from offload._graph import Model, SignatureDef, Subgraph, Tensor
 from offload._introspect import (
     array_root,
     delegate_profiles,
@@ -36,13 +36,15 @@ from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._tensor_details import tensor_details
 from offload.errors import (
     InterpreterStateError,
+    InvalidSignatureError,
+    NoTensorValueError,
     SubgraphIndexError,
     TensorIndexError,
     TensorShapeError,
     TensorTypeError,
 )
 
-__all__ = ["Interpreter", "SignatureRunner"]
+__all__ = ["Interpreter", "SignatureRunner", "check_signature"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
 
@@ -52,6 +54,42 @@ def _busy(call: str) -> InterpreterStateError:
         f"{call} was called while another thread is inside a call on this Interpreter; "
         "an Interpreter runs one call at a time: use one Interpreter per thread"
     )
+
+
+def check_signature(model: Model, sig: SignatureDef) -> Subgraph:
+    """The subgraph ``sig`` runs, once every index it holds is checked against ``model``.
+
+    The loader keeps signatures as the file writes them, since LiteRT loads such a model and
+    runs its main subgraph; a signature is checked where it is used (a runner, a
+    CompiledModel), before one of its indices reaches a tensor table. An input that an op
+    writes is refused too: the value given would be overwritten by that op, and the call
+    would return a result computed without it.
+    """
+    count = len(model.subgraphs)
+    if not 0 <= sig.subgraph_index < count:
+        raise InvalidSignatureError(
+            f"signature {sig.key!r} runs subgraph {sig.subgraph_index}, which the model does "
+            f"not have: expected a subgraph index in 0..{count - 1}"
+        )
+    sg = model.subgraphs[sig.subgraph_index]
+    for kind, tensors in (("input", sig.inputs), ("output", sig.outputs)):
+        for name, index in tensors.items():
+            if not 0 <= index < len(sg.tensors):
+                raise InvalidSignatureError(
+                    f"signature {sig.key!r} {kind} {name!r} is tensor {index}, which subgraph "
+                    f"{sg.index} does not have: expected a tensor index in "
+                    f"0..{len(sg.tensors) - 1}"
+                )
+    producers = sg.producers()
+    for name, index in sig.inputs.items():
+        if index in producers:
+            raise InvalidSignatureError(
+                f"signature {sig.key!r} input {name!r} is tensor {index} "
+                f"({sg.tensors[index].name!r}) of subgraph {sg.index}, which "
+                f"{sg.nodes[producers[index]].describe()} writes: expected a tensor no op "
+                "writes (an input of the subgraph)"
+            )
+    return sg
 
 
 @contextlib.contextmanager
@@ -323,20 +361,22 @@ class Interpreter:
             np.copyto(buf, value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
-        if subgraph_index != 0:
+        # Only an int 0 is the main subgraph: 0.0 or "0" goes on to the index check, which
+        # refuses it, as LiteRT's binding refuses what is not an int.
+        if not isinstance(subgraph_index, (int, np.integer)) or subgraph_index != 0:
             return self._get_subgraph_tensor(tensor_index, subgraph_index)
         t = self._check_index(tensor_index)
         buf = self._executor.buffers[t.index]
         if buf is None:
             if t.sparsity is not None:
-                raise InterpreterStateError(
+                raise NoTensorValueError(
                     f"tensor {t.index} ({t.name!r}) is a sparse constant; it has no dense value"
                 )
             if not self._executor.allocated:
-                raise InterpreterStateError(
+                raise NoTensorValueError(
                     f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() first"
                 )
-            raise InterpreterStateError(
+            raise NoTensorValueError(
                 f"tensor {t.index} ({t.name!r}) has no value: intermediates are freed after "
                 "their last use; create the Interpreter with "
                 "experimental_preserve_all_tensors=True "
@@ -358,7 +398,7 @@ class Interpreter:
         if buf is None and t.is_dense_constant:
             buf = t.constant_value()
         if buf is None:
-            raise InterpreterStateError(
+            raise NoTensorValueError(
                 f"tensor {t.index} ({t.name!r}) of subgraph {subgraph_index} has no value: run "
                 "the signature runner of that subgraph first"
             )
@@ -371,7 +411,11 @@ class Interpreter:
         def view() -> np.ndarray:
             buf = ex.buffers[t.index]
             if buf is None:
-                raise InterpreterStateError(f"tensor {t.index} ({t.name!r}) has no value yet")
+                raise NoTensorValueError(
+                    f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() "
+                    "first, or create the Interpreter with "
+                    "experimental_preserve_all_tensors=True to keep intermediates"
+                )
             return buf
 
         return view
@@ -434,14 +478,15 @@ class Interpreter:
                 f"no signature {signature_key!r}; the model has {sorted(sigs) or 'none'}"
             )
         if signature_key not in self._signature_runners:
-            self._resolve()  # every subgraph runs the delegates chosen for the main one
             sig = sigs[signature_key]
+            subgraph = check_signature(self._model, sig)  # before any choice is made for it
+            self._resolve()  # every subgraph runs the delegates chosen for the main one
             if sig.subgraph_index == 0:
                 executor = self._executor
             else:
                 executor = Executor(
                     self._model,
-                    self._model.subgraphs[sig.subgraph_index],
+                    subgraph,
                     self._delegates,
                     self._allow_cpu_fallback,
                     self._preserve,
@@ -701,6 +746,15 @@ class SignatureRunner:
         for name, value in inputs.items():
             ex.buffers[self._signature.inputs[name]] = np.array(value, copy=True)
         ex.invoke()
-        return {
-            name: np.array(ex.buffers[i], copy=True) for name, i in self._signature.outputs.items()
-        }
+        outputs: dict[str, np.ndarray] = {}
+        for name, i in self._signature.outputs.items():
+            buf = ex.buffers[i]
+            if buf is None:  # an output that is an intermediate, freed after its last use
+                raise NoTensorValueError(
+                    f"signature {self._signature.key!r} output {name!r} is tensor {i} "
+                    f"({ex.subgraph.tensors[i].name!r}), which has no value after the run: "
+                    "intermediates are freed after their last use; create the Interpreter "
+                    "with experimental_preserve_all_tensors=True to keep them"
+                )
+            outputs[name] = np.array(buf, copy=True)
+        return outputs

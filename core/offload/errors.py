@@ -38,6 +38,8 @@ __all__ = [
     "StandInImportError",
     "SubgraphIndexError",
     "SignatureError",
+    "InvalidSignatureError",
+    "NoTensorValueError",
 ]
 
 
@@ -67,8 +69,10 @@ class OpExecutionError(OffloadError, RuntimeError):
     """A kernel failed; the message carries op, version, node index, input shapes and dtypes."""
 
 
-class TensorIndexError(OffloadError, IndexError):
-    """A tensor index is outside the subgraph's tensor table."""
+class TensorIndexError(OffloadError, IndexError, ValueError):
+    """A tensor index is outside the subgraph's tensor table, or names a tensor the call does
+    not take (``set_tensor`` on a tensor that is neither an input nor a variable). A ValueError,
+    as LiteRT's "Invalid tensor index" is, and still an IndexError for code written before."""
 
 
 class SubgraphIndexError(OffloadError, ValueError):
@@ -78,6 +82,19 @@ class SubgraphIndexError(OffloadError, ValueError):
 class SignatureError(OffloadError, RuntimeError):
     """A CompiledModel call named a signature, input or output the model does not have, or
     gave buffers that do not match the signature's (a RuntimeError, as LiteRT's raises)."""
+
+
+class InvalidSignatureError(ModelLoadError, SignatureError):
+    """A signature in the model lies: its subgraph or one of its tensor indices is out of
+    range, or it names as an input a tensor that an op writes (the value given would be
+    overwritten by that op). The message names the signature, the key or subgraph, and the
+    index found with the range allowed, or the op.
+
+    Raised where the signature is first used (``get_signature_runner``, ``SignatureRunner``,
+    ``CompiledModel.from_file`` / ``from_buffer``), not at load: LiteRT's Interpreter loads
+    such a model and runs its main subgraph. A ValueError, as LiteRT's Interpreter raises for
+    these, and a :class:`SignatureError` (a RuntimeError), as LiteRT's CompiledModel refuses
+    the model."""
 
 
 class TensorShapeError(OffloadError, ValueError):
@@ -94,7 +111,18 @@ class MemoryBudgetError(OffloadError, MemoryError):
 
 
 class InterpreterStateError(OffloadError, RuntimeError):
-    """A method was called in the wrong order (e.g. invoke before allocate_tensors)."""
+    """A method was called in the wrong order (e.g. invoke before allocate_tensors).
+
+    Reading a tensor that has no value raises the subclass :class:`NoTensorValueError`, which
+    is also a ValueError, as LiteRT's error for that case is; ``except InterpreterStateError``
+    still catches it."""
+
+
+class NoTensorValueError(InterpreterStateError, ValueError):
+    """A tensor was read that has no value: before ``allocate_tensors``, another subgraph's
+    tensor before its signature runner ran, an intermediate freed after its last use (a
+    signature output among them), a sparse constant (no dense value). A ValueError, as
+    LiteRT's "Tensor data is null" is; the message says what gives the tensor a value."""
 
 
 class PluginError(OffloadError):

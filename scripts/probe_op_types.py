@@ -2,12 +2,13 @@
 
     .venv/bin/python scripts/probe_op_types.py    # rewrites tests/fixtures/litert_op_types.json
 
-The cases are ``tests/_op_type_cases.py``'s one-op models, every op in every type. LiteRT
-allocates and invokes it; the case is ``ok`` when both succeed, ``refused`` when either
-raises, and ``crash`` when LiteRT kills the process (each batch runs in a child process, so a
-crash costs only its case). The file is what ``tests/test_op_types.py`` holds offload's
-declarations to, so a LiteRT upgrade that changes a kernel's types shows up as a test failure
-after this script is run again.
+The cases are ``tests/_op_type_cases.py``'s one-op models, every op in every type. LiteRT,
+as users run it (its default resolver, which applies XNNPACK: that is what takes FLOAT16
+activations in several ops whose builtin kernels refuse them), allocates and invokes each; the
+case is ``ok`` when both succeed, ``refused`` when either raises, and ``crash`` when LiteRT
+kills the process (each batch runs in a child process, so a crash costs only its case). The
+file is what ``tests/test_op_types.py`` holds offload's declarations to, so a LiteRT upgrade
+that changes a kernel's types shows up as a test failure after this script is run again.
 """
 
 from __future__ import annotations

@@ -8,12 +8,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from offload.geometry import Geometry, geometry
-from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import pad_spatial, patches
+from offload.ops._elementwise import float_clamp
 from offload.ops._quant import activation_range_quantized, dtype_range
 
 __all__ = ["PoolKernel"]
+
+# The fused activations a float pool honours, each a clamp (CalculateActivationRange).
+_CLAMP_ACTIVATIONS = ("RELU", "RELU_N1_TO_1", "RELU6")
 
 
 class PoolKernel(OpKernel):
@@ -67,9 +70,13 @@ class PoolKernel(OpKernel):
                 yield view[:, :, :, ky, kx, :]
 
     def finish(self, out: np.ndarray) -> np.ndarray:
-        """Apply the fused activation: a float function, or a clamp in quantized space."""
+        """Apply the fused activation: a clamp, in float or in quantized space."""
         if np.issubdtype(self.out_dtype, np.floating):
-            return apply_fused_activation(out.astype(self.out_dtype, copy=False), self.activation)
+            # LiteRT's float pools clamp to the activation's range, [lowest, max] for NONE (an
+            # overflow gives +-FLT_MAX, not inf), and take no other part of it: TANH, SIGMOID
+            # and SIGN_BIT leave the values as they are.
+            clamp = self.activation if self.activation in _CLAMP_ACTIVATIONS else "NONE"
+            return float_clamp(out.astype(self.out_dtype, copy=False), clamp)
         q = self.outputs[0].quantization
         if q is None:
             lo, hi = dtype_range(self.out_dtype)

@@ -9,6 +9,7 @@ output shape, because converters often store a placeholder there.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from offload.ops._quant import dtype_range, multiply_by_quantized_multiplier, qu
 
 __all__ = [
     "ReduceKernel",
+    "float_extreme",
     "reduced_shape",
     "resolve_axes",
     "multiply_by_quantized_multiplier_int64",
@@ -60,6 +62,34 @@ def mean_multiplier_for_count(multiplier: int, shift: int, count: int) -> tuple[
     """Fold 1/count into a quantized multiplier, keeping as many bits as TFLite keeps."""
     extra = min(count.bit_length() - 1, 32, 31 + shift)
     return (multiplier << extra) // count, shift - extra
+
+
+def float_extreme(x: np.ndarray, axes: tuple[int, ...], minimum: bool) -> np.ndarray:
+    """LiteRT's optimized float REDUCE_MIN (``minimum``) or REDUCE_MAX, reduced axes kept.
+
+    Its kernel folds each output's elements in memory order with ``acc = (acc < x) ? acc : x``
+    (``>`` for the maximum) from the first element, not from a neutral value. A NaN compares
+    false either way, so a NaN element replaces the running value and the next element
+    replaces the NaN: the answer is the extreme of the elements after the last NaN, NaN where
+    a NaN comes last; and of equal values (0.0 and -0.0) the last one wins.
+    """
+    rest = [a for a in range(x.ndim) if a not in axes]
+    # Reduced axes last, in ascending order: each row is then one output's elements in the
+    # order the kernel reads them.
+    n = math.prod(x.shape[a] for a in axes)
+    rows = np.transpose(x, rest + sorted(axes)).reshape(-1, n)
+    nan = np.isnan(rows)
+    last_nan = np.where(nan.any(axis=1), n - 1 - np.argmax(nan[:, ::-1], axis=1), -1)
+    live = np.arange(n) > last_nan[:, None]
+    fill = np.inf if minimum else -np.inf
+    masked = np.where(live, rows, rows.dtype.type(fill))
+    best = masked.min(axis=1) if minimum else masked.max(axis=1)
+    hit = live & (rows == best[:, None])
+    pick = n - 1 - np.argmax(hit[:, ::-1], axis=1)
+    # A row that ends in NaN has nothing live and keeps that NaN.
+    pick[last_nan == n - 1] = n - 1
+    result = rows[np.arange(rows.shape[0]), pick]
+    return result.reshape(reduced_shape(x.shape, axes, True))
 
 
 def reduced_shape(shape: Sequence[int], axes: tuple[int, ...], keep_dims: bool) -> Shape:

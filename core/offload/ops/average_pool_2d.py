@@ -1,5 +1,7 @@
 """AVERAGE_POOL_2D: the mean over the in-bounds taps of each window; integer types round
-the integer mean half away from zero, as TFLite does.
+the integer mean half away from zero, as TFLite does. Float windows are summed in filter
+order, as LiteRT's optimized kernel adds them, and a sum that overflows ends at +-FLT_MAX
+(:meth:`~offload.ops._pool.PoolKernel.finish`).
 
 Integer windows are summed in floating point, exact while a window's sum stays below 2**24
 (float32, every 8-bit window up to 65793 taps) or 2**53 (float64), and the rounded quotient
@@ -34,10 +36,14 @@ class AveragePool2D(PoolKernel):
         view, g = self.windows(x.astype(acc_dtype, copy=False), 0)
         count = self.tap_counts(x.shape[1:3], g).astype(acc_dtype)
         total = np.zeros((x.shape[0], g.out_h, g.out_w, x.shape[3]), acc_dtype)
+        if floating:
+            # A float sum may overflow (LiteRT's does too): finish clamps inf to +-FLT_MAX.
+            with np.errstate(over="ignore", invalid="ignore"):
+                for tap in self.taps(view):
+                    total += tap
+                return self.finish(total / count)
         for tap in self.taps(view):
             total += tap
-        if floating:
-            return self.finish(total / count)
         # (acc +- count/2) / count with C's truncating division (a zero sum stays zero).
         total += np.copysign(np.floor(count / 2), total)
         total /= count

@@ -1,6 +1,10 @@
 """FULLY_CONNECTED: output = input rows @ weights(O, K).T + bias; float, hybrid (symmetric or
 asymmetric per-row input quantization), int8/uint8 and 16x8, per-tensor or per-channel.
 
+Float outputs are clamped to [lowest, max] as LiteRT's GEMM does, so an overflow gives
++-FLT_MAX, not inf. Only the hybrid kernel takes a non-clamp fused activation (TANH,
+SIGN_BIT, SIGMOID); the others refuse one at prepare, and so does this kernel.
+
 With constant weights and bias, int8/uint8 runs one exact float GEMM on the raw input (the
 input zero point's share is a per-channel constant) and requantizes in float64 where that is
 exact (:class:`~offload.ops._conv.RuyRequantizer`)."""
@@ -31,6 +35,7 @@ from offload.ops._conv import (
     scratch,
     weight_value,
 )
+from offload.ops._elementwise import float_clamp
 from offload.ops._registry import register
 from offload.ops._types import WEIGHTS, accepts, one_of
 from offload.quant import activation_range_quantized, wrap_int32
@@ -57,6 +62,10 @@ def fc_shape(x: Shape, weights: Shape, keep_num_dims: bool) -> Shape:
         f"expected an input size a multiple of the weights' depth {depth}, found {list(x)}",
     )
     return (size // depth, units)
+
+
+# The fused activations LiteRT's float and quantized kernels take (clamps, all of them).
+_CLAMP_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6")
 
 
 @register
@@ -86,7 +95,7 @@ class FullyConnected(OpKernel):
 
     def setup(self) -> None:
         opts = self.options
-        self.activation = opts.get("fused_activation_function", "NONE")
+        self.activation = opts.get("fused_activation_function", "NONE") or "NONE"
         self.keep_num_dims = bool(opts.get("keep_num_dims", False))
         self.asymmetric = bool(opts.get("asymmetric_quantize_inputs", False))
         x, f, out = self.input_tensor(0), self.input_tensor(1), self.outputs[0]
@@ -96,6 +105,13 @@ class FullyConnected(OpKernel):
                 "supported by the CPU reference; densify the model's weights first"
             )
         self.kind = kind_of(x, f)
+        if self.kind != "hybrid" and self.activation not in _CLAMP_ACTIVATIONS:
+            raise UnsupportedOpError(
+                f"{self.node.describe()}: expected a fused activation among "
+                f"{', '.join(_CLAMP_ACTIVATIONS)} for {self.kind} FULLY_CONNECTED, found "
+                f"{self.activation} (LiteRT refuses it at prepare; only the hybrid kernel "
+                "takes it)"
+            )
         if self.kind == "hybrid" and f.type_name == "INT4":
             raise UnsupportedOpError(
                 f"{self.node.describe()}: hybrid FULLY_CONNECTED with INT4 weights (LiteRT's "
@@ -172,10 +188,12 @@ class FullyConnected(OpKernel):
         shape = fc_shape(x.shape, self.weights_shape, self.keep_num_dims)
         rows = x.reshape(-1, w.shape[0])
         if self.kind == "float":
-            out = np.asarray(rows, np.float32) @ w
-            if bias is not None:
-                out += bias
-            return apply_fused_activation(out.reshape(shape), self.activation)
+            # An overflow to inf is expected here: the clamp turns it into +-FLT_MAX.
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = np.asarray(rows, np.float32) @ w
+                if bias is not None:
+                    out += bias
+            return float_clamp(out.reshape(shape), self.activation)
         if self.kind == "hybrid":
             return self._run_hybrid(rows, w, bias).reshape(shape)
         if self._fast is not None:

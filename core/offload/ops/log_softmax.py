@@ -1,4 +1,5 @@
-"""LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32.
+"""LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32. A scalar
+has no last axis and is refused at allocate.
 
 int8/uint8 (LiteRT's optimized path): the same in float with a table of exp(s (x - max)),
 rounded half to even (``rint``) onto the fixed output scale 16/256.
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from offload.ops._base import OpKernel, Shape, ShapeContext
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
@@ -25,7 +26,11 @@ class LogSoftmax(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        return [ctx.shape(0)]
+        shape = ctx.shape(0)
+        # LiteRT's kernel reads the scalar's last dimension, dims[-1], unchecked: its float
+        # path returns uninitialised memory and its int8/uint8 paths crash the process.
+        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+        return [shape]
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype
@@ -39,15 +44,12 @@ class LogSoftmax(OpKernel):
             self.table = np.exp(-self.in_scale * np.arange(256, dtype=np.float32))
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        # LiteRT takes a scalar as a vector of one (its log-softmax is 0).
-        shape = np.shape(x)
-        x = np.reshape(x, shape or (1,))
         if self.quantized:
-            return self._run_quantized(x).reshape(shape)
+            return self._run_quantized(x)
         x = np.asarray(x, np.float32)
         shifted = x - x.max(axis=-1, keepdims=True)
         out = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        return out.astype(self.dtype).reshape(shape)
+        return out.astype(self.dtype)
 
     def _run_quantized(self, x: np.ndarray) -> np.ndarray:
         xi = x.astype(np.int32)

@@ -1,10 +1,14 @@
-"""REDUCE_MIN: minimum over the given axes; quantized inputs keep their scale."""
+"""REDUCE_MIN: minimum over the given axes; quantized inputs keep their scale.
+
+Floats follow LiteRT's optimized kernel, NaN and signed zeros included
+(:func:`~offload.ops._reduce.float_extreme`).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from offload.ops._reduce import ReduceKernel
+from offload.ops._reduce import ReduceKernel, float_extreme
 from offload.ops._registry import register
 from offload.ops._types import accepts
 
@@ -21,4 +25,6 @@ class ReduceMin(ReduceKernel):
         return np.iinfo(self.out_dtype).max
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        if x.dtype.kind == "f":
+            return float_extreme(x, axes, minimum=True)
         return np.min(x, axis=axes, keepdims=True)

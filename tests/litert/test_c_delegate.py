@@ -226,3 +226,29 @@ def test_external_delegate_path_flag_runs_the_library(
     data = json.loads(capsys.readouterr().out)
     assert data["outputs"][0]["avg_error"] == 0.0
     assert counters.read()["claimed_nodes"] >= 2
+
+
+def test_a_library_is_trial_loaded_once_per_file(
+    library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before this process opens a library, a child process loads it (a corrupted one crashes
+    the child, not this process): once per file, again only when the file changes."""
+    from offload_litert import _library
+
+    monkeypatch.setattr(_library, "_verdicts", {})
+    started: list[str] = []
+    trial = _library._trial_problem
+
+    def counted(path: str) -> tuple[str | None, bool]:
+        started.append(path)
+        return trial(path)
+
+    monkeypatch.setattr(_library, "_trial_problem", counted)
+    copy = tmp_path / library.name
+    shutil.copyfile(library, copy)
+    offload.load_delegate(str(copy), {"claim": "add_sub"})
+    offload.load_delegate(str(copy), {"claim": "none"})
+    assert started == [str(copy)]
+    os.utime(copy, ns=(0, 0))
+    offload.load_delegate(str(copy), {"claim": "add_sub"})
+    assert len(started) == 2

@@ -26,6 +26,7 @@ from offload import (
 )
 from offload.errors import DelegateOptionsError, DelegateUnavailableError
 from offload_litert._engine import IMPORT_ERROR, litert
+from offload_litert._library import ENTRY_POINTS, dlopen_message, exports, library_problem
 from offload_litert._ops import builtin_versions
 
 __all__ = ["LiteRTDelegate", "LiteRTOptions", "capabilities", "load_library"]
@@ -47,8 +48,6 @@ _DTYPES: tuple[DTypeName, ...] = (
 )
 _MODEL_TYPES: tuple[ModelType, ...] = ("float32", "float16", "dynamic_range", "int8", "qat")
 _TINY = np.finfo(np.float32).tiny
-# What a LiteRT external delegate library exports (external_delegate_interface.h).
-_ENTRY_POINTS = ("tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate")
 
 
 def capabilities() -> Capabilities:
@@ -191,17 +190,24 @@ def load_library(path: str, options: Mapping[str, str]) -> Any:
 
     Raises :class:`~offload.errors.DelegateOptionsError` naming the library when LiteRT
     cannot load it or the library refuses its options (a NULL from
-    ``tflite_plugin_create_delegate``, with the library's message).
+    ``tflite_plugin_create_delegate``, with the library's message). A file that is not a
+    library this process can load, truncated or corrupted ones included, is refused before it
+    is opened here, with what was expected and found.
     """
     assert litert is not None
     where = f"delegate 'litert': LiteRT could not load the C delegate library {path!r}"
+    # A truncated or corrupted library kills the process inside dlopen, where nothing can be
+    # caught: it is read and trial-loaded in a child first (once per file, _library).
+    problem = library_problem(path)
+    if problem is not None:
+        raise DelegateOptionsError(f"{where}: {problem}")
     # Opened here first: LiteRT's own wrapper, given a file that does not load or lacks the
     # entry points, fails half-built and raises again from its finalizer.
     try:
         handle = ctypes.CDLL(path)
-    except OSError as exc:
-        raise DelegateOptionsError(f"{where}: {exc}") from None
-    missing = [name for name in _ENTRY_POINTS if not hasattr(handle, name)]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DelegateOptionsError(f"{where}: {dlopen_message(exc)}") from None
+    missing = [name for name in ENTRY_POINTS if not exports(handle, name)]
     if missing:
         raise DelegateOptionsError(
             f"{where}: it does not export {' and '.join(missing)}, so it is not a LiteRT "

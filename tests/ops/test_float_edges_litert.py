@@ -95,16 +95,44 @@ def test_float_pools_clamp_to_flt_max(op: str, activation: str) -> None:
     _assert_same(got, want)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MAX_POOL_2D lets NaN through; LiteRT's Eigen cwiseMax keeps the running maximum "
-    "(max_pool_2d.py, not fixed here)",
-)
-def test_float_max_pool_skips_nan() -> None:
-    """Float MAX_POOL_2D: a NaN tap loses to the running maximum, as in LiteRT."""
-    options = {"filter_height": 2, "filter_width": 2, "stride_h": 2, "stride_w": 2}
-    x = _pool_input(nan=True)
-    got, want = run_both("MAX_POOL_2D", [Operand(x)], (1, 2, 2, 2), np.float32, options)
+@pytest.mark.parametrize("activation", ["NONE", "RELU", "RELU_N1_TO_1"])
+def test_float_max_pool_skips_nan(activation: str) -> None:
+    """Float MAX_POOL_2D: a NaN tap loses to the running maximum, which starts at lowest, so
+    {NaN, 5, 1, 2} gives 5 and an all-NaN window lowest before the activation (fuzz case
+    4100); NaN never comes out."""
+    options = {
+        "filter_height": 2,
+        "filter_width": 2,
+        "stride_h": 2,
+        "stride_w": 2,
+        "fused_activation_function": activation,
+    }
+    # Windows {NaN, 5, 1, 2}, all NaN, all NaN, and NaN with -inf.
+    windows = [[NAN, 5, NAN, NAN], [1, 2, NAN, NAN], [NAN, NAN, NAN, NAN], [NAN, NAN, NAN, -INF]]
+    third = np.array(windows, np.float32).reshape(1, 4, 4, 1)
+    x = np.concatenate([_pool_input(nan=True), third], axis=3)
+    got, want = run_both("MAX_POOL_2D", [Operand(x)], (1, 2, 2, 3), np.float32, options)
+    _assert_same(got, want)
+    assert not np.isnan(got).any()
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+def test_float_max_pool_nan_and_zeros_as_litert(padding: str) -> None:
+    """Float MAX_POOL_2D, 3x3 windows at stride 2 over NaN, infinities and signed zeros: NaN
+    taps are skipped and of 0.0 and -0.0 the first in window order wins (LiteRT's running
+    maximum keeps itself on a tie), with padding taking no part."""
+    rng = np.random.default_rng(4100)
+    x = rng.choice(np.array([NAN, INF, -INF, 0.0, -0.0, -1.0], np.float32), (2, 9, 8, 5))
+    x[1] = NAN
+    options = {
+        "filter_height": 3,
+        "filter_width": 3,
+        "stride_h": 2,
+        "stride_w": 2,
+        "padding": padding,
+    }
+    out_hw = (5, 4) if padding == "SAME" else (4, 3)
+    got, want = run_both("MAX_POOL_2D", [Operand(x)], (2, *out_hw, 5), np.float32, options)
     _assert_same(got, want)
 
 
@@ -140,6 +168,17 @@ def test_float16_gelu_rounds_every_step(approximate: bool) -> None:
     x = np.concatenate([x, np.array([np.nan], np.float16)])
     options: dict[str, Any] = {"approximate": approximate}
     got, want = run_both("GELU", [Operand(x)], x.shape, np.float16, options)
+    _assert_same(got, want)
+
+
+def test_float16_logistic_matches_every_half() -> None:
+    """float16 LOGISTIC: every float16 value, as Eigen's generic functor on Eigen::half
+    computes it, e^x / (1 + e^x) rounded to half at each step (fuzz case 6440: 1 / (1 + e^-x)
+    gave 0 below about -11.1, where e^-x overflows half, and was up to 255 steps off)."""
+    x = np.arange(65536, dtype=np.uint16).view(np.float16)
+    # An odd length, so some values also go through the element-wise tail after the packets.
+    x = np.concatenate([x, np.array([-11.5, -17.25, 4.883e-4], np.float16)])
+    got, want = run_both("LOGISTIC", [Operand(x)], x.shape, np.float16)
     _assert_same(got, want)
 
 

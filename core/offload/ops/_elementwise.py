@@ -191,7 +191,9 @@ class BinaryOp(OpKernel):
 
     def run(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self._quantized is not None:
-            return self._quantized(a, b)
+            # np.asarray: fixed-point arithmetic on 0-d arrays gives numpy scalars, and a
+            # rank-0 output must be an array for the executor.
+            return np.asarray(self._quantized(a, b))
         with np.errstate(all="ignore"):
             result = self._channel_rows(a, b, out) if self._constant_b is not None else None
             if result is None:
@@ -333,7 +335,8 @@ class UnaryOp(OpKernel):
 
     def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self._quantized is not None:
-            return self._quantized(x)
+            # np.asarray: as in BinaryOp.run, a rank-0 output must be an array.
+            return np.asarray(self._quantized(x))
         fn = type(self).fn
         with np.errstate(all="ignore"):
             if self.writes_into and self.fits(out, x.shape, self.dtype):

@@ -87,7 +87,9 @@ class Lut:
         x = np.asarray(x)
         if x.dtype != self.in_dtype:
             raise TypeError(f"lookup table built for {self.in_dtype}, input is {x.dtype}")
-        return self.table[x.view(self._view)]
+        # np.asarray: indexing with a 0-d array gives a numpy scalar, and a rank-0 tensor
+        # must come back as an array for the executor.
+        return np.asarray(self.table[x.view(self._view)])
 
 
 def int16_lut_populate(
@@ -140,4 +142,5 @@ def int16_lut_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
     offset = x & 0x7F
     base = table[index].astype(np.int32)
     slope = table[index + 1].astype(np.int32) - base
-    return (base + ((slope * offset + 64) >> 7)).astype(np.int16)
+    # np.asarray: a 0-d x gives numpy scalars all the way through (see Lut.__call__).
+    return np.asarray((base + ((slope * offset + 64) >> 7)).astype(np.int16))

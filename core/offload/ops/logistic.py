@@ -1,7 +1,8 @@
-"""LOGISTIC (sigmoid): 1 / (1 + e^-x) in float32.
+"""LOGISTIC (sigmoid): 1 / (1 + e^-x).
 
 float32 is LiteRT's optimized kernel bit for bit: Eigen's float logistic functor
-(:func:`offload.ops._eigen.logistic`).
+(:func:`offload.ops._eigen.logistic`). float16 is the same kernel's ``Logistic<Eigen::half>``:
+Eigen's generic functor, e^x / (1 + e^x) in half arithmetic.
 
 int8/uint8: TFLite's 256-entry table of the float sigmoid. int16 is not implemented.
 """
@@ -22,10 +23,22 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return one / (one + np.exp(-x))
 
 
+def _logistic_half(x: np.ndarray) -> np.ndarray:
+    """Eigen's generic logistic functor on Eigen::half: e = exp(x) rounded to half, then
+    e / (1 + e) with each step rounded to half, and 1 where e overflows to inf.
+
+    Not 1 / (1 + e^-x): below about -11.1 e^-x overflows half, which made that form 0 where
+    LiteRT gives e^x (fuzz case 6440), and the two round apart elsewhere. exp goes through
+    float32; every half input then rounds to the half LiteRT's exp gives.
+    """
+    half = np.float16
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(np.asarray(x, np.float32)).astype(half)
+        return np.where(np.isinf(e), half(1), e / (half(1) + e))
+
+
 def _logistic(x: np.ndarray) -> np.ndarray:
-    if x.dtype != np.float32:
-        return _sigmoid(x)
-    return _eigen.logistic(x)
+    return _logistic_half(x) if x.dtype == np.float16 else _eigen.logistic(x)
 
 
 @register

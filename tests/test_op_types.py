@@ -50,6 +50,8 @@ NO_SCALE_GARBAGE = {
     }.items()
     for t in kinds.split()
 }
+# LiteRT's int16 PRELU reads an INT16 alpha as int8 bytes and returns garbage: refused.
+MISREAD = {"PRELU INT16 quantized"}
 # LiteRT accepts UINT8 for REDUCE_PROD only without quantization parameters; one rule per
 # type cannot say that, and offload refuses UINT8 products altogether.
 STRICTER = {"REDUCE_PROD UINT8"}
@@ -63,7 +65,7 @@ def _allocate(content: bytes) -> None:
 def test_declared_types_match_litert(case: tuple[str, str, bool]) -> None:
     key = case_key(*case)
     litert = RECORD[key]
-    if litert != "ok" or key in NO_SCALE_GARBAGE | STRICTER:
+    if litert != "ok" or key in NO_SCALE_GARBAGE | MISREAD | STRICTER:
         with pytest.raises(TensorTypeError) as refused:
             _allocate(build(*case))
         assert case[0] in str(refused.value) and case[1] in str(refused.value)

@@ -226,3 +226,13 @@ def test_log_softmax_keeps_vectors_of_one() -> None:
     x = np.array([math.pi], np.float32)
     got, want = run_both("LOG_SOFTMAX", [Operand(x)], (1,), np.float32)
     _assert_same(got, want)
+
+
+def test_float_add_n_clamps_every_partial_sum() -> None:
+    """ADD_N clamps after each addition: 3e38 + 3e38 - 3e38 is FLT_MAX - 3e38, not inf; an
+    infinite summand clamps too; NaN passes through."""
+    a = np.array([BIG, NAN, 1, -BIG], np.float32)
+    b = np.array([BIG, 1, INF, -BIG], np.float32)
+    c = np.array([-BIG, 2, -INF, 1], np.float32)
+    got, want = run_both("ADD_N", [Operand(a), Operand(b), Operand(c)], (4,), np.float32)
+    _assert_same(got, want)

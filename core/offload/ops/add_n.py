@@ -1,5 +1,6 @@
 """ADD_N: the elementwise sum of all inputs (same shape), accumulated left to right in the
-output dtype."""
+output dtype; a float sum is clamped to [lowest, max] after every addition, as LiteRT's
+kernel clamps each partial sum (3e38 + 3e38 - 3e38 is 3.4e38 - 3e38, not inf)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._elementwise import float_clamp
 from offload.ops._registry import register
 from offload.ops._types import accepts
 
@@ -31,6 +33,9 @@ class AddN(OpKernel):
     def run(self, *xs: np.ndarray | None) -> np.ndarray:
         dtype = self.outputs[0].dtype
         total = np.array(xs[0], dtype=dtype, copy=True)
-        for x in xs[1:]:
-            np.add(total, np.asarray(x, dtype), out=total)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for x in xs[1:]:
+                np.add(total, np.asarray(x, dtype), out=total)
+                if dtype.kind == "f":
+                    float_clamp(total)
         return total

@@ -34,9 +34,9 @@ _prelu.takes_out = True  # type: ignore[attr-defined]
 class Prelu(BinaryOp):
     op = "PRELU"
     max_version = 1
-    types = accepts(
-        "FLOAT32", "INT8 UINT8 INT16", others={1: one_of("FLOAT32", "INT8 UINT8 INT16")}
-    )
+    # LiteRT's int16 kernel reads alpha as int8 whatever its declared type, so an INT16 alpha
+    # gives garbage there (three equal inputs came out as [32767, -8192, 32767]): refused.
+    types = accepts("FLOAT32", "INT8 UINT8 INT16", others={1: one_of("FLOAT32", "INT8 UINT8")})
     fn = staticmethod(_prelu)
 
     def quantized(self) -> QuantizedFn:

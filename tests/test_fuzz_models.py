@@ -153,11 +153,6 @@ def test_cast_target() -> None:
     _no_finding(_outcomes("cast"))
 
 
-@pytest.mark.xfail(
-    reason="DEPTHWISE_CONV_2D's prepared weights (cpu_kernel_buffers) are not held to "
-    "max_tensor_bytes: case 0 holds 9.9 MB under a 4 MiB budget",
-    strict=False,
-)
 def test_scratch_target() -> None:
     """Convolutions with large kernels under a small budget are refused with
     MemoryBudgetError, or run with their memory within the budget."""

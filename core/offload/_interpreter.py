@@ -568,9 +568,10 @@ class Interpreter:
         kernels own (weights in their compute layout, tables); ``delegate_device_buffers`` and
         ``delegate_host_buffers``: what delegate kernels report through ``memory_bytes()``,
         ``delegate_buffers`` their sum (0 for kernels that report nothing);
-        ``cpu_kernel_scratch``: the largest temporary one CPU kernel makes while it runs
-        (an im2col patch matrix, say: ``OpKernel.scratch_bytes``), held like a tensor to
-        ``max_tensor_bytes``; ``cpu_kernel_scratch_node``: the node that makes it (-1: none).
+        ``cpu_kernel_scratch``: the largest working set of one CPU kernel, the weights it
+        prepares at setup (also counted in ``cpu_kernel_buffers``) and the temporaries it makes
+        while it runs (an im2col patch matrix, say: ``OpKernel.scratch_bytes``), held like a
+        tensor to ``max_tensor_bytes``; ``cpu_kernel_scratch_node``: its node (-1: none).
         """
         ex = self._executor
         arena_id = None if ex.arena is None else id(array_root(ex.arena))

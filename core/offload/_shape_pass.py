@@ -57,7 +57,8 @@ class PropagatedShapes:
     shapes: list[Shape]
     unknown: set[int]
     value_shaped: set[int]
-    # Node -> bytes of temporaries its CPU kernel makes (OpKernel.scratch_bytes), where known.
+    # Node -> bytes of the arrays its CPU kernel prepares and makes (OpKernel.scratch_bytes),
+    # where known.
     scratch: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
@@ -138,12 +139,20 @@ def propagate_shapes(
                 f"found {len(node.outputs)} in the model"
             )
         if all(shape is not None for shape in inferred):
-            ctx = ShapeContext(node, in_shapes, constant)
-            scratch[node.index] = need = cls.scratch_bytes(ctx, inferred)  # type: ignore[arg-type]
+            # The scratch rule also reads the input types (an int8 kernel works in wider ones).
+            ctx = ShapeContext(node, in_shapes, constant, subgraph.tensors)
+            try:
+                need = cls.scratch_bytes(ctx, inferred)  # type: ignore[arg-type]
+            except _INVALID_INPUT as exc:
+                raise TensorShapeError(
+                    f"{node.describe()}: {exc} (inputs: {_shapes_str(node.inputs, in_shapes)})"
+                ) from exc
+            scratch[node.index] = need
             if max_tensor_bytes is not None and need > max_tensor_bytes:
                 raise MemoryBudgetError(
-                    f"{node.describe()} would need {need:,} bytes of temporary arrays for "
-                    f"inputs {_shapes_str(node.inputs, in_shapes)}, more than max_tensor_bytes="
+                    f"{node.describe()} would need {need:,} bytes of working arrays (prepared "
+                    f"weights and temporaries) for inputs "
+                    f"{_shapes_str(node.inputs, in_shapes)}, more than max_tensor_bytes="
                     f"{max_tensor_bytes:,}; pass a larger max_tensor_bytes (or None) to the "
                     "Interpreter if this model really needs it"
                 )

@@ -43,19 +43,31 @@ def present(value: _T | None, what: str, where: str = "") -> _T:
 
 class ShapeContext:
     """What a shape rule sees of a node before any kernel is built: the input shapes the
-    interpreter has inferred so far, the node's options, and the values of constant inputs."""
+    interpreter has inferred so far, the node's options, and the values of constant inputs;
+    for :meth:`OpKernel.scratch_bytes`, also the input tensors' types and quantization."""
 
-    __slots__ = ("node", "shapes", "_constant")
+    __slots__ = ("node", "shapes", "_constant", "_tensors")
 
     def __init__(
         self,
         node: Node,
         shapes: Sequence[Shape | None],
         constant: Callable[[int], np.ndarray | None],
+        tensors: Sequence[Tensor] | None = None,
     ) -> None:
         self.node = node
         self.shapes = tuple(shapes)
         self._constant = constant
+        self._tensors = tensors
+
+    def tensor(self, position: int) -> Tensor | None:
+        """Input ``position``'s tensor, for its type and quantization (its shape is
+        :meth:`shape`'s), where the caller gave the subgraph's tensors; else None, and a
+        scratch rule assumes the widest types the op takes."""
+        if self._tensors is None or not self.has(position):
+            return None
+        index = self.node.inputs[position]
+        return self._tensors[index] if 0 <= index < len(self._tensors) else None
 
     @property
     def options(self) -> Any:
@@ -167,11 +179,15 @@ class OpKernel:
 
     @classmethod
     def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
-        """Bytes of the temporary arrays ``run`` makes beyond its outputs (an im2col patch
-        matrix, a padded copy, a product before requantization), from the input and output
-        shapes alone: ``allocate_tensors`` holds each node's scratch to ``max_tensor_bytes`` as
-        it holds tensors, and ``memory_report()`` shows the largest. 0 (the default) for kernels
-        whose temporaries are at most the size of a tensor of the node.
+        """Bytes of the arrays the kernel makes beyond its tensors, at their peak: what
+        ``setup`` prepares and keeps (weights in a compute layout, padded-input buffers,
+        tiled constants) plus the temporaries of ``run`` (an im2col patch matrix, a product
+        before requantization), from the node's shapes, types and constants alone, before
+        the kernel is built. ``allocate_tensors`` holds each node's scratch to
+        ``max_tensor_bytes`` as it holds tensors, so a kernel must not make more than it
+        declares here (or must work in pieces of a fixed size), and ``memory_report()``
+        shows the largest. 0 (the default) for kernels whose arrays are at most the size of
+        a tensor of the node.
         """
         return 0
 

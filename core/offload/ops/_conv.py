@@ -65,6 +65,8 @@ __all__ = [
     "eigen_order_matmul",
     "has_hybrid_kernels",
     "RuyRequantizer",
+    "REQUANTIZE_BYTES",
+    "activation_scratch",
     "scratch",
     "ROWS_PER_CHUNK_ELEMENTS",
 ]
@@ -193,6 +195,18 @@ _REQUANTIZE: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray
     "wide": multiply_by_quantized_multiplier_int64,
     "real": multiply_by_real_multiplier,
 }
+
+
+def activation_scratch(activation: str | None, elements: int) -> int:
+    """Bytes of the float32 arrays :func:`~offload.ops._activation.apply_fused_activation`
+    makes for ``elements`` values at its peak: none where it clamps in place."""
+    per_element = {"TANH": 4, "SIGN_BIT": 5, "SIGMOID": 12}.get(activation or "NONE", 0)
+    return per_element * elements
+
+
+# Bytes of int64 temporaries finish_quantized holds at its peak per element (57 with the
+# reference rounding's several passes): what a scratch rule counts per requantized sum.
+REQUANTIZE_BYTES = 64
 
 
 def finish_quantized(

@@ -5,7 +5,11 @@ once in setup; runtime filters (float16 models dequantize them on the fly) on ev
 The int8/uint8 path with constant weights and bias (every int8 model) streams over chunks
 of output rows: patches cast from the integer input into a float32 work array, one exact
 float GEMM on the raw input (the zero point's share is a per-channel constant), and the
-exact float requantization of :class:`~offload.ops._conv.RuyRequantizer`.
+exact float requantization of :class:`~offload.ops._conv.RuyRequantizer`. The other integer
+paths (16x8, grouped, uint8 and int8 where that requantization is not exact) stream too, in
+smaller chunks through float64 and int64: their sums are exact, so the chunks change nothing
+but the memory, which ``scratch_bytes`` declares and ``max_tensor_bytes`` bounds. Float
+products stay whole, since BLAS sums a row differently when the GEMM is cut in pieces.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
+    REQUANTIZE_BYTES,
     ROWS_PER_CHUNK_ELEMENTS,
     SEQUENTIAL_MAX_DEPTH,
     TRANSPOSED_GATHER_MAX_CHANNELS,
     IntegerGemm,
     Rounding,
     RuyRequantizer,
+    activation_scratch,
     bias_is_wide,
     check_bias,
     eigen_order_gemv,
@@ -80,6 +86,17 @@ def conv_shape(
     return g, (x[0], g.out_h, g.out_w, f[0])
 
 
+# The exact integer path works in chunks of this share of the float path's: requantizing a
+# sum makes REQUANTIZE_BYTES of int64 temporaries.
+_EXACT_CHUNK_SHARE = 8
+
+
+def _chunk_lines(elements: int, out_w: int, width: int) -> int:
+    """Output lines a chunk of :meth:`Conv2D._patch_rows` takes: about ``elements`` values of
+    patches or sums (``width`` a pixel), and at least 256 pixels for an efficient GEMM."""
+    return max(elements // max(out_w * width, 1), -(-256 // max(out_w, 1)), 1)
+
+
 # Fused activations that apply_fused_activation computes in place, chunk by chunk.
 _IN_PLACE_ACTIVATIONS = (None, "NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -108,17 +125,54 @@ class Conv2D(OpKernel):
 
     @classmethod
     def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
-        # The patch matrix (N*OH*OW rows of KH*KW*C) and the product before the epilogue, in
-        # float32 or int32; a padded copy of the input. A 1x1 stride-1 product reads the input.
-        n, h, w, c = ctx.shape(0)
-        _, kh, kw, _ = ctx.shape(1)
-        (out,) = outputs
-        rows, channels = math.prod(out[:3]), out[3]
-        stride, _, _, _ = window_options(ctx.options)
-        if (kh, kw) == (1, 1) and stride == (1, 1):
-            return 4 * rows * channels
-        padded = n * (h + kh) * (w + kw) * c
-        return 4 * (rows * kh * kw * c + rows * channels + padded)
+        # Float: the padded input, the whole patch matrix and product (BLAS's order must stay
+        # whole), a grouped product's copies or the ordered sums of a dynamic-range model.
+        # Integers: the weights in float64 and the exact GEMM's layout, then chunks of output
+        # rows (_patch_rows) through the GEMM and the requantization; the hybrid kernel of a
+        # grouped or runtime filter works on the whole output in float64.
+        stride, dilation, padding, activation = window_options(ctx.options)
+        x_shape, f_shape = ctx.shape(0), ctx.shape(1)
+        g, out = conv_shape(x_shape, f_shape, padding, stride, dilation)
+        n, h, w, c = x_shape
+        co, kh, kw, f_in = f_shape
+        elements, rows, ow = math.prod(out), math.prod(out[:3]), out[2]
+        depth, weights = kh * kw * c, co * kh * kw * f_in
+        padded = n * (g.pad_top + h + g.pad_bottom) * (g.pad_left + w + g.pad_right) * c
+        x, f = ctx.tensor(0), ctx.tensor(1)
+        kind = "quantized" if x is None or f is None else kind_of(x, f)
+        act = activation_scratch(activation, elements)
+        if kind == "float":
+            pointwise = (kh, kw) == (1, 1) and stride == (1, 1) and out[1:3] == (h, w)
+            need = 4 * (weights + elements + ow * co) + act
+            need += 0 if pointwise else 4 * (padded + rows * depth)
+            if c != f_in:  # grouped: the patches regrouped, the product transposed back
+                return need + 4 * (rows * depth + elements)
+            if kh * kw * f_in > SEQUENTIAL_MAX_DEPTH:
+                return need
+            # eigen_order_matmul's transposed patches and pixel chunks, or gemv's products
+            pixels = min(rows, max(4096, 65536 // max(co, 1)))
+            return need + 4 * (rows * depth + 5 * co * pixels + weights)
+        width = max(depth, co)
+        fast = min(out[1], _chunk_lines(ROWS_PER_CHUNK_ELEMENTS, ow, width)) * ow  # pixels
+        exact = min(out[1], _chunk_lines(ROWS_PER_CHUNK_ELEMENTS // _EXACT_CHUNK_SHARE, ow, width))
+        exact *= ow
+        # self.w in float64 and the exact GEMM's copy (setup holds as much again while it
+        # builds them), per-channel constants tiled to an output row
+        need = 16 * weights + 5 * 8 * ow * co
+        # a chunk of the float path: its patches, sums and parts, and their requantization
+        chunk = 8 * fast * (depth + 3 * co)
+        if kind == "hybrid":
+            if c != f_in or ctx.constant(1) is None:  # _run_hybrid: whole arrays in float64
+                need += 17 * n * h * w * c + 8 * padded + 16 * rows * depth
+                return need + 3 * 8 * elements + 3 * 4 * elements + act
+            # the input's codes, one batch's padded codes, a chunk, the output
+            return need + n * h * w * c + padded // max(n, 1) + chunk + 4 * elements + act
+        # or of the exact path: patches (and their copy regrouped), sums, rounded, cast,
+        # requantized
+        patches = depth * (2 if c != f_in else 1)
+        chunk = max(chunk, 8 * exact * (patches + 4 * co) + REQUANTIZE_BYTES * exact * co)
+        item = 2 if x is None else np.dtype(x.dtype).itemsize
+        return need + item * (padded + elements) + chunk
 
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
@@ -213,9 +267,11 @@ class Conv2D(OpKernel):
         shape: Shape,
         pad_value: int,
         dtype: type,
+        share: int = 1,
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(first output row, patch rows cast to ``dtype``) chunk by chunk of whole output
-        lines; the rows live in a per-thread work array, valid until the next chunk."""
+        lines, of ROWS_PER_CHUNK_ELEMENTS / ``share`` elements or so; the rows live in a
+        per-thread work array, valid until the next chunk."""
         n, oh, ow, cout = shape
         if self.kernel_hw == (1, 1) and self.stride == (1, 1) and (oh, ow) == x.shape[1:3]:
             source = x.reshape(n, oh, ow, 1, 1, -1)  # a pointwise conv reads the input as is
@@ -227,7 +283,7 @@ class Conv2D(OpKernel):
         # Few input channels: gathered transposed, along output pixels (see im2col).
         transposed = depth > 1 and source.shape[5] <= TRANSPOSED_GATHER_MAX_CHANNELS
         # Enough rows for an efficient GEMM, few enough to stay in cache.
-        lines = max(ROWS_PER_CHUNK_ELEMENTS // (ow * max(depth, cout)), -(-256 // ow), 1)
+        lines = _chunk_lines(ROWS_PER_CHUNK_ELEMENTS // share, ow, max(depth, cout))
         for b in range(n):
             for top in range(0, oh, lines):
                 window = source[b, top : top + lines]
@@ -303,6 +359,8 @@ class Conv2D(OpKernel):
             else self._gemm_weights(self.required(inputs[1], "input 1"))
         )
         g, shape = conv_shape(x.shape, self.filter_shape, self.padding, self.stride, self.dilation)
+        if 0 in shape:  # a window wider than a VALID input: LiteRT returns the empty output
+            return np.zeros(shape, self.outputs[0].dtype)
         if self.kind == "float":
             cols = im2col(np.asarray(x, np.float32), g, self.kernel_hw, self.stride, self.dilation)
             if self.groups == 1 and (self._sequential or self.fits(out, shape, np.float32)):
@@ -332,15 +390,29 @@ class Conv2D(OpKernel):
             return self._run_hybrid(x, w, bias, g, shape)
         if self._fast is not None:
             return self._run_fast(self._fast, x, g, shape, out)
-        xf = x.astype(np.float64) - self.x_zp
-        acc = np.rint(self._gemm(im2col(xf, g, self.kernel_hw, self.stride, self.dilation), w))
-        acc = acc.astype(np.int64)
-        if bias is not None:
-            acc += bias.astype(np.int64)
-        out = finish_quantized(
-            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
-        )
-        return out.reshape(shape)
+        return self._run_exact(x, w, bias, g, shape)
+
+    def _run_exact(
+        self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, g: Geometry, shape: Shape
+    ) -> np.ndarray:
+        """The integer path where the float one does not apply: exact sums of ``x`` less its
+        zero point through the float64 GEMM ``w`` (every product and sum a whole number below
+        2**53), plus the bias, requantized by the kernel's rule. Chunk by chunk of output
+        rows, as exact sums come out the same in any pieces, so that the patches, sums and
+        int64 requantization passes take a chunk's memory rather than the whole output's."""
+        result = np.empty(shape, self.outputs[0].dtype)
+        flat = result.reshape(-1, shape[3])
+        wide_bias = None if bias is None else bias.astype(np.int64).ravel()
+        chunks = self._patch_rows(x, g, shape, self.x_zp, np.float64, _EXACT_CHUNK_SHARE)
+        for row, cols in chunks:
+            cols -= self.x_zp  # the padding, the zero point, becomes 0
+            acc = np.rint(self._gemm(cols, w)).astype(np.int64)
+            if wide_bias is not None:
+                acc += wide_bias
+            flat[row : row + len(acc)] = finish_quantized(
+                acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
+            )
+        return result
 
     def _run_hybrid_fast(
         self,

@@ -27,16 +27,18 @@ code compiled through NEON_2_SSE, bit for bit:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape, present
 from offload.ops._conv import (
     RuyRequantizer,
+    activation_scratch,
     check_bias,
     filter_scales,
     filter_zero_point,
@@ -55,10 +57,22 @@ from offload.ops._registry import register
 from offload.ops._types import WEIGHTS, accepts
 from offload.quant import depthwise_vector_channels, requantize_depthwise
 
+if TYPE_CHECKING:
+    from offload._graph import Tensor
+
 # Output channels LiteRT's hybrid kernel scales per NEON vector before its leftover loop.
 _HYBRID_SCALE_LANES = 4
 # Size of the int64 buffer the int8 requantization works through, a block of rows at a time.
 _REQUANTIZE_BLOCK_BYTES = 256 * 1024
+# The tap weights tiled over the output width (:class:`_TapPlan`) are kept while they take at
+# most this much. They grow with the window's area times the output's width (a 52x39 window
+# over 17 columns of 64 channels is 8.8 MB for a 0.5 MB filter), so past it each tap's row is
+# tiled into one reusable buffer when the tap is reached: the same values. Float convolutions
+# run as fast that way (a row's copy is small beside the tap's multiply-add); integer ones,
+# a multiply-add per tap instead of an einsum per phase, take about 1.5 times as long.
+_TILED_WEIGHTS_MAX_BYTES = 2 << 20
+# What one tap's view (a numpy array object) takes, about 150 bytes, with room to spare.
+_VIEW_BYTES = 256
 
 
 def depthwise_shape(
@@ -84,6 +98,31 @@ def depthwise_shape(
     return g, (x[0], g.out_h, g.out_w, f[3])
 
 
+def _exact_dtype(taps: int, input_magnitude: int, weight_magnitude: int) -> np.dtype:
+    """float32 when no partial sum of ``taps`` integer products can reach 2**24, else float64."""
+    bound = taps * input_magnitude * weight_magnitude
+    return np.dtype(np.float32 if bound < 2**24 else np.float64)
+
+
+def _weight_magnitude(weights: np.ndarray | None, zero_point: np.ndarray | int) -> int:
+    """The largest |weight - zero point| of a constant filter; 255 for a runtime one."""
+    if weights is None:
+        return 255
+    return int(np.max(np.abs(np.asarray(weights, np.int64) - zero_point), initial=0))
+
+
+def _input_magnitude(x: Tensor) -> int:
+    """The largest |x - zero point| an integer input can hold."""
+    lo, hi = dtype_range(x.dtype)
+    zero_point = scale_zp(x)[1]
+    return max(zero_point - lo, hi - zero_point)
+
+
+def _tiles_weights(taps: int, row: int, dtype: np.dtype) -> bool:
+    """Whether the tap weights are kept tiled to ``row`` (OW*C*M) values a tap."""
+    return taps * row * dtype.itemsize <= _TILED_WEIGHTS_MAX_BYTES
+
+
 @dataclass
 class _TapPlan:
     """Buffers for one input shape, built at setup (or on a resize).
@@ -92,18 +131,23 @@ class _TapPlan:
     is several times slower than a contiguous pass when C is a few dozen channels. So the
     padded input lives in persistent buffers, one per column phase of the width stride (all
     columns congruent modulo stride_w), in which every tap's output rows are contiguous runs
-    of OW*C*M values; weights are tiled to that length once. A multiplier M > 1 repeats each
+    of OW*C*M values; weights are tiled to that length once (up to _TILED_WEIGHTS_MAX_BYTES,
+    past which one row buffer is refilled per tap). A multiplier M > 1 repeats each
     input channel M times as the buffers are filled. Padding stays zero from allocation (zero
     in ``x - x_zp`` terms for integer inputs): only the interior is rewritten on each run.
     """
 
     fills: list[tuple[np.ndarray, slice]]  # (N, H, cols, C, M) interior of a phase, its columns
     taps: list[np.ndarray]  # (N, OH, OW*C*M) read-only views into the phases, in filter order
-    weights: np.ndarray | None  # (KH*KW, OW*C*M) when the filter is constant
+    # Whether tap weights are tiled whole (_tiles_weights); if not, ``row`` takes each in turn.
+    tiled: bool
+    weights: np.ndarray | None  # float: (KH*KW, OW*C*M) when the filter is constant and tiled
     # Integer kinds: each phase's taps as one (KH, taps in the row, N, OH, OW*C*M) view, with
     # the indices of those taps in filter order, for one einsum per phase.
     groups: list[tuple[np.ndarray, np.ndarray]]
-    group_weights: list[np.ndarray] | None  # (KH, taps in the row, OW*C*M) per group
+    # Integer kinds: (KH, taps in the row, OW*C*M) per group, when constant and tiled.
+    group_weights: list[np.ndarray] | None
+    row: np.ndarray | None  # (OW*C*M,): one tap's weights at a time, when not tiled
     rows: dict[str, np.ndarray]  # per-channel constants tiled to OW*C*M (bias, filter scales)
     acc: np.ndarray  # (N, OH, OW*C*M) accumulator, when the output array cannot serve as one
     scratch: np.ndarray  # (N, OH, OW*C*M)
@@ -128,12 +172,53 @@ class DepthwiseConv2D(OpKernel):
 
     @classmethod
     def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
-        # A padded copy of the input (the window's size more per side at most) and float32 or
-        # int32 accumulators of the output's size, per stride phase at most twice.
-        n, h, w, c = ctx.shape(0)
-        _, kh, kw, _ = ctx.shape(1)
-        (out,) = outputs
-        return 4 * (n * (h + kh) * (w + kw) * c + 2 * math.prod(out))
+        # What _tap_plan keeps: the padded input in phase buffers (repeated over the
+        # multiplier), the tiled tap weights (or one row of them), two accumulators and the
+        # per-channel rows; the weights less their zero point; then what run makes per kind.
+        stride, dilation, padding, activation = window_options(ctx.options)
+        x_shape, f_shape = ctx.shape(0), ctx.shape(1)
+        g, out = depthwise_shape(x_shape, f_shape, padding, stride, dilation)
+        elements, row = math.prod(out), out[2] * out[3]
+        if elements == 0:
+            return 0  # run returns zeros: no plan
+        n, h, w, c = x_shape
+        taps, channels = f_shape[1] * f_shape[2], f_shape[3]
+        x, f = ctx.tensor(0), ctx.tensor(1)
+        kind = "quantized" if x is None or f is None else kind_of(x, f)
+        acc = np.dtype(np.float32)
+        if kind != "float":
+            zero_point = filter_zero_point(f) if f is not None and kind == "quantized" else 0
+            weights = None if f is None or f.type_name == "INT4" else ctx.constant(1)
+            magnitude = 8 if f is not None and f.type_name == "INT4" else 255
+            if weights is not None:
+                magnitude = _weight_magnitude(weights, zero_point)
+            inputs = 255 if kind == "hybrid" else 65535 if x is None else _input_magnitude(x)
+            acc = _exact_dtype(taps, inputs, magnitude)
+        item = acc.itemsize
+        padded = (g.pad_top + h + g.pad_bottom) * (g.pad_left + w + g.pad_right)
+        need = taps * channels * (4 if kind == "float" else 8)  # _tap_weights
+        need += n * padded * channels * item
+        need += (taps if _tiles_weights(taps, row, acc) else 1) * row * item
+        need += 2 * elements * item + 5 * 8 * row  # acc, scratch; rows (and a runtime bias's)
+        need += _VIEW_BYTES * taps  # a view per tap
+        if kind == "float":
+            return need + activation_scratch(activation, elements)
+        if kind == "hybrid":
+            # The input's int8 codes, the float32 cast of float64 sums, the channels past the
+            # last lane of 4, and the activation.
+            need += n * h * w * c + (4 * elements if item == 8 else 0)
+            need += 4 * elements // channels * (channels % _HYBRID_SCALE_LANES)
+            return need + activation_scratch(activation, elements)
+        in_type = np.dtype(np.int16) if x is None else np.dtype(x.dtype)
+        vector = depthwise_vector_channels(channels, in_type)
+        need += elements * in_type.itemsize  # the output, when the interpreter gives none
+        if not vector:  # _finish_quantized: int64 sums and requantize_depthwise's int64 passes
+            return need + 6 * 8 * elements
+        # RuyRequantizer's float64 pass and its tiled constants, or the int64 row buffer;
+        # then the channels past the lanes in int64 passes.
+        need += 8 * elements + 2 * 8 * row
+        need += 8 * row * max(1, min(out[1], _REQUANTIZE_BLOCK_BYTES // (8 * row)))
+        return need + 6 * 8 * elements // channels * (channels - vector)
 
     def setup(self) -> None:
         self.stride, self.dilation, self.padding, self.activation = window_options(self.options)
@@ -198,12 +283,7 @@ class DepthwiseConv2D(OpKernel):
     def _exact_dtype(self, input_magnitude: int, weights: np.ndarray | None) -> np.dtype:
         """float32 when no partial sum of integer products can reach 2**24, else float64."""
         kh, kw = self.kernel_hw
-        if weights is None:
-            weight_magnitude = 255
-        else:
-            weight_magnitude = int(np.max(np.abs(np.asarray(weights, np.int64) - self.w_zp)))
-        bound = kh * kw * input_magnitude * weight_magnitude
-        return np.dtype(np.float32 if bound < 2**24 else np.float64)
+        return _exact_dtype(kh * kw, input_magnitude, _weight_magnitude(weights, self.w_zp))
 
     def _shape(self, x_shape: Shape) -> tuple[Geometry, Shape]:
         return depthwise_shape(x_shape, self.filter_shape, self.padding, self.stride, self.dilation)
@@ -215,10 +295,30 @@ class DepthwiseConv2D(OpKernel):
         return (np.asarray(w, np.int64) - self.w_zp)[0]
 
     def _tiled(self, w: np.ndarray, out_w: int) -> np.ndarray:
-        """(KH, KW, C*M) tap weights -> (KH*KW, OW*C*M) in the accumulator's dtype."""
-        kh, kw, cm = w.shape
-        tiled = np.tile(w.reshape(kh * kw, 1, cm).astype(self.acc_dtype), (1, out_w, 1))
-        return tiled.reshape(kh * kw, out_w * cm)
+        """(..., C*M) tap weights -> (taps, OW*C*M) in the accumulator's dtype."""
+        cm = w.shape[-1]
+        taps = w.size // cm if cm else 0
+        tiled = np.tile(w.reshape(taps, 1, cm).astype(self.acc_dtype), (1, out_w, 1))
+        return tiled.reshape(taps, out_w * cm)
+
+    def _group_weights(
+        self, w: np.ndarray, out_w: int, groups: list[tuple[np.ndarray, np.ndarray]]
+    ) -> list[np.ndarray]:
+        """(KH, KW, C*M) tap weights -> per group of :meth:`_tap_groups`, its taps' weights
+        tiled to (KH, taps in the row, OW*C*M): each tap tiled once, straight into its group."""
+        taps = w.reshape(-1, w.shape[-1])
+        return [
+            self._tiled(taps[index.ravel()], out_w).reshape(*index.shape, -1) for _, index in groups
+        ]
+
+    def _refilled(self, plan: _TapPlan, w: np.ndarray) -> Iterator[np.ndarray]:
+        """Each tap's weights of (KH, KW, C*M) ``w`` tiled to OW*C*M, in filter order, in the
+        plan's one row buffer: each valid until the next is asked for."""
+        row = present(plan.row, "a row buffer in a plan without tiled weights")
+        target = row.reshape(-1, w.shape[-1])
+        for tap in w.reshape(-1, w.shape[-1]):
+            np.copyto(target, tap, casting="unsafe")  # the cast _tiled makes: exact
+            yield row
 
     def _tap_plan(self, shape: tuple[int, ...]) -> _TapPlan | None:
         n, h, wd, c = shape
@@ -247,25 +347,35 @@ class DepthwiseConv2D(OpKernel):
         for ky in range(kh):
             for kx in range(kw):
                 phase_buf = phases[(kx * dw) % sw]
-                start = phase_buf[:, ky * dh :, (kx * dw) // sw :]
-                taps.append(
-                    np.lib.stride_tricks.as_strided(
-                        start,
-                        (n, g.out_h, g.out_w * cm),
-                        (phase_buf.strides[0], phase_buf.strides[1] * sh, itemsize),
-                        writeable=False,
-                    )
+                # Made by the ndarray constructor, which also checks the view stays inside the
+                # buffer: as_strided's views hold about 1 KB each, megabytes for a large window.
+                tap = np.ndarray(
+                    (n, g.out_h, g.out_w * cm),
+                    self.acc_dtype,
+                    phase_buf,
+                    ky * dh * phase_buf.strides[1] + (kx * dw) // sw * phase_buf.strides[2],
+                    (phase_buf.strides[0], phase_buf.strides[1] * sh, itemsize),
                 )
+                tap.flags.writeable = False
+                taps.append(tap)
         flat = (n, g.out_h, g.out_w * cm)
-        weights = None if self.w is None else self._tiled(self.w, g.out_w)
+        tiled = _tiles_weights(kh * kw, flat[2], self.acc_dtype)
         # Float sums must follow LiteRT's order; integer sums are exact in any order.
         groups = [] if self.kind == "float" else self._tap_groups(phases, flat)
+        weights, group_weights = None, None
+        if self.w is not None and tiled:
+            if self.kind == "float":
+                weights = self._tiled(self.w, g.out_w)
+            else:
+                group_weights = self._group_weights(self.w, g.out_w, groups)
         return _TapPlan(
             fills=fills,
             taps=taps,
+            tiled=tiled,
             weights=weights,
             groups=groups,
-            group_weights=None if weights is None else [weights[i] for _, i in groups],
+            group_weights=group_weights,
+            row=None if tiled else np.empty(flat[2], self.acc_dtype),
             rows=self._rows(g.out_w),
             acc=np.empty(flat, self.acc_dtype),
             scratch=np.empty(flat, self.acc_dtype),
@@ -354,26 +464,40 @@ class DepthwiseConv2D(OpKernel):
                 np.subtract(source, less, out=interior, dtype=self.acc_dtype)
 
     def _accumulate(
-        self, plan: _TapPlan, weights: np.ndarray, acc: np.ndarray, bias_row: np.ndarray | None
+        self, plan: _TapPlan, w: np.ndarray, acc: np.ndarray, bias_row: np.ndarray | None
     ) -> None:
         """acc = [bias +] sum over taps of tap * weight, in filter order. LiteRT starts its
         accumulator at the bias; adding it second instead is the same float addition."""
-        np.multiply(plan.taps[0], weights[0], out=acc)
-        if bias_row is not None:
-            acc += bias_row
-        for tap, w in zip(plan.taps[1:], weights[1:]):
-            np.multiply(tap, w, out=plan.scratch)
-            acc += plan.scratch
+        if plan.weights is not None:
+            rows: Iterator[np.ndarray] | np.ndarray = plan.weights
+        elif plan.tiled:  # a runtime filter
+            rows = self._tiled(w, plan.out_shape[2])
+        else:
+            rows = self._refilled(plan, w)
+        for i, (tap, row) in enumerate(zip(plan.taps, rows)):
+            if i == 0:
+                np.multiply(tap, row, out=acc)
+                if bias_row is not None:
+                    acc += bias_row
+            else:
+                np.multiply(tap, row, out=plan.scratch)
+                acc += plan.scratch
 
-    def _sum_taps(self, plan: _TapPlan, weights: np.ndarray, acc: np.ndarray) -> None:
+    def _sum_taps(self, plan: _TapPlan, w: np.ndarray, acc: np.ndarray) -> None:
         """acc = sum over taps of tap * weight, for integer inputs: every product and partial
         sum is an exact integer in the accumulator's type, so the order does not matter."""
+        if not plan.tiled:  # tap by tap through the row buffer
+            for i, (tap, row) in enumerate(zip(plan.taps, self._refilled(plan, w))):
+                np.multiply(tap, row, out=acc if i == 0 else plan.scratch)
+                if i:
+                    acc += plan.scratch
+            return
         group_weights = plan.group_weights
         if group_weights is None:  # a runtime filter
-            group_weights = [weights[i] for _, i in plan.groups]
-        for i, ((view, _), w) in enumerate(zip(plan.groups, group_weights)):
+            group_weights = self._group_weights(w, plan.out_shape[2], plan.groups)
+        for i, ((view, _), weights) in enumerate(zip(plan.groups, group_weights)):
             target = acc if i == 0 else plan.scratch
-            np.einsum("abzrn,abn->zrn", view, w, out=target, optimize=False)
+            np.einsum("abzrn,abn->zrn", view, weights, out=target, optimize=False)
             if i:
                 acc += plan.scratch
 
@@ -387,9 +511,9 @@ class DepthwiseConv2D(OpKernel):
         if plan is None:
             return np.zeros(self._shape(shape)[1], self.out_dtype)
         n, out_h, out_w, cm = plan.out_shape
-        weights = plan.weights
-        if weights is None:
-            weights = self._tiled(self._tap_weights(self.required(inputs[1], "input 1")), out_w)
+        weights = self.w
+        if weights is None:  # a runtime filter
+            weights = self._tap_weights(self.required(inputs[1], "input 1"))
         writable = self.kind != "quantized" and self.fits(out, plan.out_shape, self.out_dtype)
         acc = out.reshape(plan.acc.shape) if writable and out is not None else plan.acc
 

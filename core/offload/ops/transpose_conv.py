@@ -3,6 +3,9 @@ optional bias (v3+); float, hybrid, int8 and 16x8.
 
 One GEMM gives every input pixel's contribution to a KH x KW output patch; the patches are
 then scatter-added tap by tap (col2im) and the padding cropped, as LiteRT's TransposeConvV2.
+The float GEMM stays whole (BLAS sums a row differently when a GEMM is cut in pieces), so
+its KH*KW*O contributions per input pixel count against ``max_tensor_bytes``; the exact
+integer sums go through it a few input rows at a time, which changes nothing but the memory.
 
 The integer paths (int8, 16x8, hybrid) with a constant filter make the same sums where every
 one is provably exact in float32, so in any order, and take the sub-pixel order instead: the
@@ -31,8 +34,10 @@ from offload.geometry import geometry
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape, present
 from offload.ops._conv import (
+    REQUANTIZE_BYTES,
     Rounding,
     RuyRequantizer,
+    activation_scratch,
     bias_is_wide,
     filter_scales,
     filter_zero_point,
@@ -47,7 +52,7 @@ from offload.ops._conv import (
 from offload.ops._registry import register
 from offload.ops._shape import int_list
 from offload.ops._types import WEIGHTS, accepts
-from offload.quant import activation_range_quantized
+from offload.quant import activation_range_quantized, dtype_range
 
 
 def _check_operands(x: Shape, f: Shape, bias: Shape | None, options: Any) -> None:
@@ -84,6 +89,12 @@ def _runs(a: np.ndarray) -> np.ndarray:
 # the phases are written into the output one by one instead: a stride far past the output
 # would otherwise make a grid of stride_h * stride_w pixels for one output pixel.
 _GRID_SLACK = 4096
+# The exact integer path multiplies and scatters this many bytes of contributions at a time
+# (whole input rows, at least one): each input pixel's contributions number KH*KW*O, so the
+# whole product would grow with the window's area times the input's size.
+_CHUNK_BYTES = 1 << 20
+# Sums the exact path requantizes at a time (REQUANTIZE_BYTES each: 1 MiB of temporaries).
+_REQUANTIZE_BLOCK = 1 << 14
 
 
 def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
@@ -93,6 +104,10 @@ def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
     check_shape(
         len(dims) == 4 and min(dims) >= 0 and dims[0] == x[0] and dims[3] == f[0],
         f"expected an output_shape [{x[0]}, height, width, {f[0]}], found {dims}",
+    )
+    check_shape(  # LiteRT's Prepare refuses an empty output too
+        dims[1] > 0 and dims[2] > 0,
+        f"expected an output_shape of positive height and width, found {dims}",
     )
     return (dims[0], dims[1], dims[2], dims[3])
 
@@ -112,14 +127,79 @@ class TransposeConv(OpKernel):
 
     @classmethod
     def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
-        # Sub-pixel form: a patch matrix of ceil(K/S) windows per input pixel, and the product
-        # for every output phase before it is interleaved and cropped, in float32 or int32.
-        n, h, w, ci = ctx.shape(2)
-        co, kh, kw, _ = ctx.shape(1)
-        sh, sw = ctx.options.get("stride_h", 1), ctx.options.get("stride_w", 1)
-        rows = n * (h + kh) * (w + kw)
-        window = -(-kh // max(sh, 1)) * -(-kw // max(sw, 1))
-        return 4 * rows * (window * ci + min(sh, kh) * min(sw, kw) * co)
+        # Float: the whole GEMM product (KH*KW*O per input pixel: its sums must keep BLAS's
+        # order, which a GEMM in pieces does not), the uncropped output and the crop.
+        # Integers: the exact path in pieces of _CHUNK_BYTES, and where the filter allows
+        # it the sub-pixel path (padded input, patches, sums per phase, interleaving).
+        x_shape, f_shape = ctx.shape(2), ctx.shape(1)
+        n, h, w, ci = x_shape
+        co, kh, kw, _ = f_shape
+        (out,) = outputs
+        elements = math.prod(out)
+        x, f = ctx.tensor(2), ctx.tensor(1)
+        kind = "quantized" if x is None or f is None else kind_of(x, f)
+        activation = ctx.options.get("fused_activation_function", "NONE")
+        stride = (max(ctx.options.get("stride_h", 1), 1), max(ctx.options.get("stride_w", 1), 1))
+        g = geometry(ctx.options.get("padding", "SAME"), out[1:3], (kh, kw), stride)
+        uncropped = n * (g.pad_top + out[1]) * (g.pad_left + out[2]) * co
+        crop = elements if g.pad_top or g.pad_left else 0
+        filter_size = ci * kh * kw * co
+        act = activation_scratch(activation, elements)
+        if kind == "float":
+            product = n * h * w * kh * kw * co
+            return 4 * (filter_size + product + uncropped + crop) + act
+        # The exact path: the GEMM weights in float64, one chunk of the product, its input
+        # rows in float64, the uncropped int64 sums, then the epilogue.
+        row = w * kh * kw * co * 8
+        chunk = row * max(1, min(h, _CHUNK_BYTES // max(row, 1)))
+        rows = chunk // max(row, 1)
+        # (Setup holds two float64 copies of the filter at once while it makes the layout.)
+        exact = 8 * (2 * filter_size + n * rows * w * ci) + n * chunk + 8 * uncropped
+        if kind == "hybrid":
+            exact += n * h * w * ci + 3 * 4 * elements + act  # input codes, the float32 steps
+        else:  # the output, and the requantization's int64 passes over a block of rows
+            rows_per_block = max(1, _REQUANTIZE_BLOCK // max(1, out[2] * co))
+            exact += 2 * elements + REQUANTIZE_BYTES * min(out[1], rows_per_block) * out[2] * co
+        subpixel_path = cls._subpixel_path(ctx, kind)
+        if subpixel_path is False:
+            return exact
+        (sh, sw), (jh, jw) = stride, (-(-kh // stride[0]), -(-kw // stride[1]))
+        phases = min(sh, kh) * min(sw, kw)
+        _, cells_h = _cell_span(g.pad_top, out[1], sh)
+        _, cells_w = _cell_span(g.pad_left, out[2], sw)
+        pixels = n * cells_h * cells_w
+        sums = pixels * phases * co
+        grid = n * cells_h * sh * cells_w * sw * co
+        subpixel = 16 * filter_size + 2 * 4 * jh * jw * ci * phases * co  # weights, as set up
+        subpixel += 4 * n * (cells_h + jh - 1) * (cells_w + jw - 1) * ci  # padded input
+        subpixel += 4 * pixels * jh * jw * ci + 4 * sums  # patches, sums
+        if kind == "hybrid":  # codes; the scaled sums, twice; the grid and the crop
+            subpixel += n * h * w * ci + 2 * 4 * sums + act + 4 * (grid + elements)
+        else:  # the requantizer's float64 pass and constants, the last channels in int64;
+            tail = sums // co * (co % 8)
+            subpixel += 8 * sums + 2 * 8 * cells_w * phases * co + REQUANTIZE_BYTES * tail
+            subpixel += 2 * (sums + grid + elements)  # the requantized sums, grid and crop
+        return subpixel if subpixel_path else max(exact, subpixel)
+
+    @staticmethod
+    def _subpixel_path(ctx: ShapeContext, kind: str) -> bool | None:
+        """Whether the kernel takes the sub-pixel path (``_w32``, :meth:`_setup_fast`): a
+        constant filter whose sums are exact in float32 for every input its type holds, for
+        int8 and 16x8 with a lane of 8 output channels. None where it may: int8 and 16x8
+        also need a requantizer exact in float64, packed INT4 weights are not read here."""
+        x, f, weights = ctx.tensor(2), ctx.tensor(1), ctx.constant(1)
+        if x is None or f is None or f.type_name == "INT4":
+            return None
+        if weights is None or (kind == "quantized" and (f.shape[0] < 8 or x.dtype == np.uint8)):
+            return False
+        zero_point = filter_zero_point(f) if kind == "quantized" else 0
+        less = np.asarray(weights, np.int64) - np.reshape(zero_point, (-1, 1, 1, 1))
+        per_output = int(np.abs(less).reshape(less.shape[0], -1).sum(axis=1).max(initial=0))
+        if kind == "hybrid":
+            return 255 * per_output < 1 << 24
+        lo, hi = dtype_range(x.dtype)
+        zero = scale_zp(x)[1]
+        return None if max(zero - lo, hi - zero) * per_output < 1 << 24 else False
 
     def setup(self) -> None:
         opts = self.options
@@ -236,23 +316,53 @@ class TransposeConv(OpKernel):
             mat = mat - np.reshape(self.w_zp, (-1, 1, 1, 1))
         return np.ascontiguousarray(mat.transpose(3, 1, 2, 0).reshape(w.shape[3], -1))
 
-    def _col2im(self, cols: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
-        """Scatter-add (N, H, W, KH, KW, O) contributions, then crop the padding."""
-        n, h, w, kh, kw, o = cols.shape
-        sh, sw = self.stride
+    def _uncropped(self, n: int, out_hw: tuple[int, int], channels: int, dtype: type) -> np.ndarray:
+        """Zeros for the output before the crop, (N, pad_top + OH, pad_left + OW, O): only
+        rows and columns before the crop's far edge are kept, since sizing the buffer by the
+        whole scatter would let a huge stride in a tiny model allocate gigabytes."""
         g = geometry(self.padding, out_hw, self.kernel_hw, self.stride)
-        # Only rows and columns before the crop's far edge are kept: sizing the buffer by the
-        # whole scatter would let a huge stride in a tiny model allocate gigabytes.
-        end_h, end_w = g.pad_top + out_hw[0], g.pad_left + out_hw[1]
-        buf = np.zeros((n, end_h, end_w, o), cols.dtype)
+        return np.zeros((n, g.pad_top + out_hw[0], g.pad_left + out_hw[1], channels), dtype)
+
+    def _col2im(self, cols: np.ndarray, buf: np.ndarray, first_row: int = 0) -> None:
+        """Scatter-add the (N, H, W, KH, KW, O) contributions of input rows ``first_row`` on
+        into :meth:`_uncropped` ``buf``, tap by tap in filter order (LiteRT's float order).
+        Into an integer ``buf`` float contributions add exactly: they are whole numbers with
+        every sum below 2**53."""
+        _, h, w, kh, kw, _ = cols.shape
+        _, end_h, end_w, _ = buf.shape
+        sh, sw = self.stride
         for ky in range(kh):
-            ys = range(ky, end_h, sh)[:h]  # the rows input rows land on, inside the buffer
+            ys = range(first_row * sh + ky, end_h, sh)[:h]  # the rows input rows land on
             for kx in range(kw):
                 xs = range(kx, end_w, sw)[:w]
-                buf[:, ys.start : ys.stop : sh, xs.start : xs.stop : sw] += cols[
-                    :, : len(ys), : len(xs), ky, kx
-                ]
+                target = buf[:, ys.start : ys.stop : sh, xs.start : xs.stop : sw]
+                source = cols[:, : len(ys), : len(xs), ky, kx]
+                np.add(target, source, out=target, casting="unsafe")
+
+    def _cropped(self, buf: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
+        """The output in :meth:`_uncropped` ``buf``, the padding cropped: a view."""
+        g = geometry(self.padding, out_hw, self.kernel_hw, self.stride)
         return buf[:, g.pad_top :, g.pad_left :]
+
+    def _exact_sums(
+        self, x: np.ndarray, less: np.ndarray | int, w: np.ndarray, out_hw: tuple[int, int]
+    ) -> np.ndarray:
+        """The exact integer sums of ``x`` (N, H, W, I) less ``less`` (per batch, or the zero
+        point) through the float64 GEMM weights ``w``, cropped: (N, OH, OW, O) int64. Every
+        product and sum is a whole number below 2**53, so the GEMM and the scatter go in
+        pieces of whole input rows (:data:`_CHUNK_BYTES`) in any order, with the same result."""
+        n, h, wd, c = x.shape
+        kh, kw = self.kernel_hw
+        buf = self._uncropped(n, out_hw, w.shape[1] // (kh * kw), np.int64)
+        step = max(1, _CHUNK_BYTES // max(1, 8 * wd * w.shape[1]))
+        work = np.empty(n * min(step, h) * wd * w.shape[1], np.float64)  # a chunk's products
+        for first in range(0, h, step):
+            rows = np.subtract(x[:, first : first + step], less, dtype=np.float64)
+            cols = work[: rows.size // c * w.shape[1]].reshape(-1, w.shape[1])
+            np.matmul(rows.reshape(-1, c), w, out=cols)
+            np.rint(cols, out=cols)
+            self._col2im(cols.reshape(n, rows.shape[1], wd, kh, kw, -1), buf, first)
+        return self._cropped(buf, out_hw)
 
     def _subpixel_sums(
         self,
@@ -376,13 +486,18 @@ class TransposeConv(OpKernel):
         x = self.required(inputs[2], "input 2")
         bias = inputs[3] if len(inputs) > 3 else None
         w = self.w if self.w is not None else self._gemm_weights(f)
-        _, out_h, out_w, _ = transposed_shape(out_shape, x.shape, f.shape)
-        out_hw = (out_h, out_w)
+        shape = transposed_shape(out_shape, x.shape, f.shape)
+        if 0 in shape:  # a batch or output channels of 0: nothing to compute
+            return np.zeros(shape, self.outputs[0].dtype)
+        out_hw = (shape[1], shape[2])
         n, h, wd, c = x.shape
         kh, kw = self.kernel_hw
         if self.kind == "float":
-            cols = (np.asarray(x, np.float32).reshape(-1, c) @ w).reshape(n, h, wd, kh, kw, -1)
-            out = np.ascontiguousarray(self._col2im(cols, out_hw))
+            buf = self._uncropped(n, out_hw, f.shape[0], np.float32)
+            cols = np.asarray(x, np.float32).reshape(-1, c) @ w
+            self._col2im(cols.reshape(n, h, wd, kh, kw, -1), buf)
+            del cols  # before the crop's copy
+            out = np.ascontiguousarray(self._cropped(buf, out_hw))
             if bias is not None:
                 out += bias
             return apply_fused_activation(out, self.activation)
@@ -406,29 +521,37 @@ class TransposeConv(OpKernel):
             return self._interleave(sums, dequantize, out_hw)
         if self.kind == "hybrid":
             q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-            xs = q.reshape(n, -1, c).astype(np.float64) - offset[:, None, None]
-        else:
-            xs = x.astype(np.float64).reshape(n, -1, c) - self.x_zp
-        cols = np.rint(xs @ w).astype(np.int64).reshape(n, h, wd, kh, kw, -1)
-        acc = self._col2im(cols, out_hw)
-        if self.kind == "hybrid":
+            acc = self._exact_sums(q.reshape(x.shape), offset.reshape(n, 1, 1, 1), w, out_hw)
             out = acc.astype(np.float32) * self.scales * in_scale[:, None, None, None]
             if bias is not None:
                 out += bias
             return apply_fused_activation(out, self.activation)
+        acc = self._exact_sums(x, self.x_zp, w, out_hw)
         if bias is not None:
-            acc = acc + bias.astype(np.int64)
-        out = finish_quantized(
-            acc, self.mult, self.shift, self.outputs[0], self.activation, self.rounding
-        )
-        if self.ruy_channels:
-            v = self.ruy_channels
-            out[..., :v] = finish_quantized(
-                acc[..., :v],
-                self.mult[:v],
-                self.shift[:v],
-                self.outputs[0],
-                self.activation,
-                "ruy",
-            )
+            acc += bias.astype(np.int64)
+        return self._requantize_exact(acc)
+
+    def _requantize_exact(self, acc: np.ndarray) -> np.ndarray:
+        """int64 sums (N, OH, OW, O) -> the output integers: the channels LiteRT requantizes
+        eight at a time round as ruy does, the rest by the kernel's rule. In blocks of output
+        rows, since the requantization makes several int64 temporaries of its input's size."""
+        n, out_h, out_w, channels = acc.shape
+        v = self.ruy_channels
+        out = np.empty(acc.shape, self.outputs[0].dtype)
+        parts: list[tuple[slice, Rounding]] = [
+            (slice(0, v), "ruy"),
+            (slice(v, channels), self.rounding),
+        ]
+        step = max(1, _REQUANTIZE_BLOCK // max(1, out_w * channels))
+        for b, top in itertools.product(range(n), range(0, out_h, step)):
+            for lanes, rounding in parts:
+                if lanes.stop > lanes.start:
+                    out[b, top : top + step, :, lanes] = finish_quantized(
+                        acc[b, top : top + step, :, lanes],
+                        self.mult[lanes],
+                        self.shift[lanes],
+                        self.outputs[0],
+                        self.activation,
+                        rounding,
+                    )
         return out

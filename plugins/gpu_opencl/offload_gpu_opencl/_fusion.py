@@ -14,7 +14,17 @@ from collections.abc import Callable
 import numpy as np
 
 from offload import Node
-from offload_gpu_opencl._ir import QUANTIZED, Epilogue, Lowering, act, elements
+from offload_gpu_opencl._ir import (
+    ACTIVATIONS,
+    FINITE,
+    QUANTIZED,
+    Epilogue,
+    Lowering,
+    act,
+    clamped,
+    elements,
+    kernel_act,
+)
 
 __all__ = ["plan_fusion"]
 
@@ -91,11 +101,12 @@ def plan_fusion(lw: Lowering) -> None:
             continue  # multiplier > 1: dwconv_any has no epilogue
         t = node.outputs[0]
         shape = tuple(lw.tensor(t).shape)
-        ep = Epilogue(out=t, act=act(node))
+        ep = Epilogue(out=t, act=kernel_act(node, sg))
         fused: list[Node] = []
         nxt = sole(t)
-        if nxt is not None and nxt.op in _RELUS and ep.act == 0 and plain(nxt.outputs[0]):
-            ep.act, t = _RELUS[nxt.op], nxt.outputs[0]
+        relu = _relu_after(ep.act, nxt)
+        if relu is not None and nxt is not None and plain(nxt.outputs[0]):
+            ep.act, t = relu, nxt.outputs[0]
             fused.append(nxt)
             nxt = sole(t)
         if (
@@ -110,11 +121,12 @@ def plan_fusion(lw: Lowering) -> None:
             found = residual(other, nxt, shape, pos[n])
             if found is not None:
                 ep.residual, ep.channels = found
-                ep.act2, t = act(nxt), nxt.outputs[0]
+                ep.act2, t = kernel_act(nxt, sg), nxt.outputs[0]
                 fused.append(nxt)
                 nxt = sole(t)
-                if nxt is not None and nxt.op in _RELUS and ep.act2 == 0 and plain(nxt.outputs[0]):
-                    ep.act2, t = _RELUS[nxt.op], nxt.outputs[0]
+                relu = _relu_after(ep.act2, nxt)
+                if relu is not None and nxt is not None and plain(nxt.outputs[0]):
+                    ep.act2, t = relu, nxt.outputs[0]
                     fused.append(nxt)
                     nxt = sole(t)
         if (
@@ -162,6 +174,16 @@ def plan_fusion(lw: Lowering) -> None:
 
     if lw.gemm is not None:
         _place_concatenated(lw, pos, sole)
+
+
+def _relu_after(code: int, nxt: Node | None) -> int | None:
+    """The one activation code for activation ``code`` followed by ``nxt`` when that is a
+    RELU-type op and ``code`` applies no activation of its own, else None. A result clamped to
+    the finite range (FINITE: a fully connected or an ADD) stays clamped under the RELU."""
+    if nxt is None or nxt.op not in _RELUS or code not in (ACTIVATIONS["NONE"], FINITE):
+        return None
+    relu = _RELUS[nxt.op]
+    return clamped(relu) if code == FINITE else relu
 
 
 def _place_concatenated(

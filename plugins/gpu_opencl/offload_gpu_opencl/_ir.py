@@ -28,11 +28,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVATIONS",
     "BLOCKS",
+    "FINITE",
+    "FINITE_OPS",
     "INT_MAX",
     "LAUNCH_SHAPES",
     "LINEAR",
     "MAX_ELEMENTS",
     "QUANTIZED",
+    "RELU_FINITE",
     "SLACK",
     "Epilogue",
     "GroupShape",
@@ -42,7 +45,9 @@ __all__ = [
     "Ref",
     "Shape",
     "act",
+    "clamped",
     "elements",
+    "kernel_act",
     "pad4",
     "pad_last",
 ]
@@ -56,6 +61,13 @@ MAX_ELEMENTS = INT_MAX - SLACK
 # Fused activation codes, as the kernels' act1 / act8 (cl/prelude.cl) number them. Code 5
 # (sigmoid) has no TFLite activation name: the schema has no SIGMOID, so nothing lowers to it.
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
+# NONE and RELU as the ops of FINITE_OPS apply them: clamped to the finite range as well.
+FINITE, RELU_FINITE = 6, 7
+# The ops whose float kernels LiteRT clamps to [lowest, max] whatever the fused activation (its
+# ActivationFunctionWithMinMax over the activation's range, NONE's being the finite range), as
+# the CPU reference does (float_clamp): an overflow or an infinite input gives +-FLT_MAX, NaN
+# passes through. The convolutions, and a hybrid FULLY_CONNECTED, apply the activation alone.
+FINITE_OPS = frozenset({"ADD", "SUB", "MUL", "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D"})
 QUANTIZED = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}
 
 # Work-group shapes. PoCL compiles a work-group function per (kernel, local size) at the first
@@ -148,7 +160,7 @@ class Epilogue:
     act: int = 0
     residual: int = -1  # tensor added by a fused ADD, -1 for none
     channels: int = 0  # residual channels; fewer than the output's when a channel PAD was absorbed
-    act2: int = 0  # the ADD's activation (or a RELU-type op after it)
+    act2: int = 0  # the ADD's activation (or a RELU-type op after it), as kernel_act gives it
     alpha: int = -1  # constant PRELU slopes, -1 for none
 
 
@@ -325,7 +337,9 @@ class Lowering:
     def epilogue(self, node: Node) -> tuple[list[Ref], list[int]]:
         """Buffer arguments (residual, alpha, output) and int arguments (act, RC, act2, prelu)
         of the node's epilogue; absent parts point at a zero constant and are switched off."""
-        ep = self.epilogues.get(node.index) or Epilogue(out=node.outputs[0], act=act(node))
+        ep = self.epilogues.get(node.index) or Epilogue(
+            out=node.outputs[0], act=kernel_act(node, self.subgraph)
+        )
         zero = self.zeros(8)
         res = self.ref(ep.residual) if ep.residual >= 0 else zero
         alpha = zero
@@ -351,6 +365,24 @@ def pad4(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 def act(node: Node) -> int:
     """The node's fused activation as a kernel code (:data:`ACTIVATIONS`)."""
     return ACTIVATIONS[node.options.get("fused_activation_function") or "NONE"]
+
+
+def clamped(code: int) -> int:
+    """Activation ``code`` with the clamp to the finite range added: NONE and RELU change,
+    RELU6, RELU_N1_TO_1 and TANH already land inside that range."""
+    return {ACTIVATIONS["NONE"]: FINITE, ACTIVATIONS["RELU"]: RELU_FINITE}.get(code, code)
+
+
+def kernel_act(node: Node, subgraph: Subgraph) -> int:
+    """The activation code the kernel applies for ``node``: its fused activation, clamped to
+    the finite range for the ops of :data:`FINITE_OPS` (in the activation's own clamp, so the
+    common path pays no extra pass)."""
+    code = act(node)
+    if node.op not in FINITE_OPS:
+        return code
+    if node.op == "FULLY_CONNECTED" and subgraph.tensors[node.inputs[1]].dtype.kind != "f":
+        return code  # hybrid: LiteRT applies the activation to the float output, no clamp
+    return clamped(code)
 
 
 def pad_last(arr: np.ndarray, multiple: int = 8) -> np.ndarray:

@@ -200,19 +200,22 @@ def _reach_gather4(a: list, g: tuple[int, ...]) -> list[Span]:
     return [_strided(base, dims, a[5:9]), (0, total)]
 
 
-def _last_tap(size: int, out: int, scale: float, half: int) -> int:
-    """The largest top/left source index resize_bilinear takes (it clamps those only below)."""
+def _last_tap(size: int, out: int, scale: float, mode: int) -> int:
+    """The largest top/left source index resize_bilinear takes (it clamps those only below;
+    the 2x mode takes (out - 1) // 2, clamping its second tap)."""
     at = out - 1
-    f = (at + 0.5) * scale - 0.5 if half else at * scale
+    if mode == 2:
+        return max(at >> 1, size - 1, 0)
+    f = (at + 0.5) * scale - 0.5 if mode else at * scale
     return max(math.floor(f), size - 1, 0)
 
 
 def _reach_resize_bilinear(a: list, g: tuple[int, ...]) -> list[Span]:
-    h, w, c, oh, ow, sy, sx, half = a
+    h, w, c, oh, ow, sy, sx, mode = a
     n = _count(g[2], oh)
     if n <= 0:
         return [_NOTHING, _NOTHING]
-    last = (n - 1) * h * w + _last_tap(h, oh, sy, half) * w + _last_tap(w, ow, sx, half)
+    last = (n - 1) * h * w + _last_tap(h, oh, sy, mode) * w + _last_tap(w, ow, sx, mode)
     return [(0, last * c + _c8(c)), (0, n * oh * ow * c)]
 
 

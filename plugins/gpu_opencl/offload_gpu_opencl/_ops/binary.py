@@ -8,9 +8,10 @@ from __future__ import annotations
 from functools import partial
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, act, elements, pad4
+from offload.quant import scale_zero_point
+from offload_gpu_opencl._ir import QUANTIZED, Lowering, elements, kernel_act, pad4
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
-from offload_gpu_opencl._shapes import need
+from offload_gpu_opencl._shapes import need, rule_reason
 
 __all__ = ["SPECS"]
 
@@ -21,6 +22,29 @@ CODES = {"ADD": 0, "SUB": 1, "MUL": 2, "MAXIMUM": 3, "MINIMUM": 4, "PRELU": 5, "
 def limits(node: Node, sg: Subgraph) -> None:
     """The kernels read two operands (the broadcast shape is the core's rule)."""
     need(len(node.inputs) == 2, f"expected exactly 2 inputs, found {len(node.inputs)}")
+
+
+def raw_codes_reason(node: Node, sg: Subgraph) -> str | None:
+    """MAXIMUM and MINIMUM: on quantized tensors LiteRT (and the CPU reference) compare the
+    raw codes and copy the chosen one to the output, never rescaling. The float view computes
+    on real values, which gives the same codes only when both inputs and the output share one
+    per-tensor scale and zero point (as converters write them); any other node stays on the
+    CPU reference."""
+    reason = rule_reason(node, sg, limits)
+    tensors = [sg.tensors[t] for t in (*node.inputs, *node.outputs) if t >= 0]
+    if reason is not None or not any(t.dtype in QUANTIZED for t in tensors):
+        return reason
+    if any(t.quantization is None or t.quantization.scale.size != 1 for t in tensors):
+        return f"quantized {node.op} needs per-tensor quantization on its inputs and output"
+    params = {scale_zero_point(t) for t in tensors}
+    if len(params) > 1:
+        found = ", ".join(f"{float(s):g}/{z}" for s, z in (scale_zero_point(t) for t in tensors))
+        return (
+            f"quantized {node.op} copies raw codes without rescaling (LiteRT), which the float "
+            f"view reproduces only when inputs and output share one scale and zero point; "
+            f"found {found} (scale/zero point of each input, then the output)"
+        )
+    return None
 
 
 def _strides(shape: tuple[int, ...], out: tuple[int, int, int, int]) -> list[int]:
@@ -50,7 +74,8 @@ def lower(lw: Lowering, node: Node) -> None:
     a, b = node.inputs[0], node.inputs[1]
     out_shape = lw.tensor(node.outputs[0]).shape
     total = elements(out_shape)
-    op, activation = CODES[node.op], act(node)
+    # ADD, SUB and MUL clamp to the finite range; MAXIMUM, MINIMUM and PRELU pass infinities on.
+    op, activation = CODES[node.op], kernel_act(node, lw.subgraph)
     sa, sb = lw.tensor(a).shape, lw.tensor(b).shape
     last = int(out_shape[-1]) if out_shape else 1
     # Same shapes or scalars: the whole tensor as one row. Per-channel broadcast: rows of C.
@@ -106,8 +131,8 @@ SPECS = (
     ),
     _binary(op="SUB", quantized_versions=(1, 2), fused_activations=FUSED_ACTIVATIONS),
     _binary(op="MUL", quantized_versions=(1, 2), fused_activations=FUSED_ACTIVATIONS),
-    _binary(op="MAXIMUM", quantized_versions=(1, 2)),
-    _binary(op="MINIMUM", quantized_versions=(1, 2)),
+    _binary(op="MAXIMUM", quantized_versions=(1, 2), check=raw_codes_reason),
+    _binary(op="MINIMUM", quantized_versions=(1, 2), check=raw_codes_reason),
     _binary(op="PRELU"),
     _binary(op="LOGICAL_AND", dtypes=("bool",)),
 )

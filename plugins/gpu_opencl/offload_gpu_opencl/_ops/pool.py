@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import Lowering, act
+from offload_gpu_opencl._ir import Lowering, kernel_act
 from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
 from offload_gpu_opencl._shapes import window, window_limits
 
@@ -41,7 +41,7 @@ def lower(lw: Lowering, node: Node) -> None:
         pt,
         pl,
         _KIND[node.op],
-        act(node),
+        kernel_act(node, lw.subgraph),  # clamped to the finite range: inf gives +-FLT_MAX
         local=lw.shapes.rows_local(cb),
     )
     if node.op == "AVERAGE_POOL_2D":  # a maximum is one of its inputs: already on the grid

@@ -1,5 +1,6 @@
 """RESIZE_BILINEAR (v1-3: align_corners, half_pixel_centers), 8 channels of one output pixel
-per item, as TFLite's ComputeInterpolationValues."""
+per item, as TFLite's ComputeInterpolationValues (or, for an exact float 2x upscale, as its
+optimized kernel's pairwise means)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def lower(lw: Lowering, node: Node) -> None:
             return float(np.float32(i - 1) / np.float32(o - 1))
         return float(np.float32(i) / np.float32(o))
 
+    # TFLite's optimized float kernel takes an exact 2x upscale without either option apart
+    # (pairwise means); a quantized output goes through the generic float path there too.
+    two_x = oh == 2 * h and ow == 2 * wd and not (align or half)
+    mode = 2 if two_x and lw.tensor(node.outputs[0]).dtype == np.float32 else int(half)
     cb = (c + 7) // 8
     lw.launch(
         node,
@@ -44,7 +49,7 @@ def lower(lw: Lowering, node: Node) -> None:
         ow,
         scale(h, oh),
         scale(wd, ow),
-        int(half),
+        mode,
         local=lw.shapes.rows_local(cb),
     )
     lw.finish(node)

@@ -1,7 +1,7 @@
 // Compiled ahead of every family: the storage and compute types the build options choose
 // (see _source), the 8-wide load/store macros, fused activations and the convolution epilogue.
-// The activation codes are _ir.ACTIVATIONS; the comment at act1 names their old home, left as
-// it is because any change to the compiled text changes the source hash every cache key holds.
+// The activation codes are _ir.ACTIVATIONS (with _ir.FINITE and _ir.RELU_FINITE). Any change
+// to the compiled text changes the source hash every cache key holds.
 /* PoCL does not inline every `inline` helper on its own (the epilogue stayed a call). */
 #define INLINE inline __attribute__((always_inline))
 
@@ -108,25 +108,31 @@ typedef float param_t;
 #define IMIN(a, b) ((a) < (b) ? (a) : (b))
 #define IMAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* Fused activations, numbered as in _lower.ACTIVATIONS. */
+/* Fused activations, numbered as in _ir.ACTIVATIONS. The clamps pass NaN through, as
+   TFLite's min(max(v, lo), hi) does. Codes 6 and 7 are NONE and RELU of the ops TFLite clamps
+   to the finite range as well (_ir.FINITE_OPS): an overflow gives +-max, not inf. */
 INLINE real act1(real v, int act) {
     switch (act) {
-        case 1: return v > (real)0 ? v : (real)0;
-        case 2: v = v > (real)-1 ? v : (real)-1; return v < (real)1 ? v : (real)1;
-        case 3: v = v > (real)0 ? v : (real)0; return v < (real)6 ? v : (real)6;
+        case 1: return v < (real)0 ? (real)0 : v;
+        case 2: v = v < (real)-1 ? (real)-1 : v; return v > (real)1 ? (real)1 : v;
+        case 3: v = v < (real)0 ? (real)0 : v; return v > (real)6 ? (real)6 : v;
         case 4: return tanh(v);
         case 5: return (real)1 / ((real)1 + exp(-v));
+        case 6: v = v < -REAL_MAX ? -REAL_MAX : v; return v > REAL_MAX ? REAL_MAX : v;
+        case 7: v = v < (real)0 ? (real)0 : v; return v > REAL_MAX ? REAL_MAX : v;
         default: return v;
     }
 }
 INLINE real8 act8(real8 v, int act) {
-    const real8 zero = (real8)0, one = (real8)1;
+    const real8 zero = (real8)0, one = (real8)1, big = (real8)REAL_MAX;
     switch (act) {
-        case 1: return v > zero ? v : zero;
-        case 2: v = v > -one ? v : -one; return v < one ? v : one;
-        case 3: v = v > zero ? v : zero; return v < (real8)6 ? v : (real8)6;
+        case 1: return v < zero ? zero : v;
+        case 2: v = v < -one ? -one : v; return v > one ? one : v;
+        case 3: v = v < zero ? zero : v; return v > (real8)6 ? (real8)6 : v;
         case 4: return tanh(v);
         case 5: return one / (one + exp(-v));
+        case 6: v = v < -big ? -big : v; return v > big ? big : v;
+        case 7: v = v < zero ? zero : v; return v > big ? big : v;
         default: return v;
     }
 }

@@ -1,13 +1,14 @@
-// One-input elementwise ops, 8 elements per item; fake_quant rounds to a quantized grid.
+// One-input elementwise ops, 8 elements per item; fake_quant rounds to a quantized grid. The
+// RELU family is act8's (prelude.cl), which passes NaN through as TFLite does.
 __kernel void unary8(__global const store_t* x, __global store_t* y, int total, int op) {
     const int i = get_global_id(0) * 8;
     if (i >= total) return;
     real8 v = LD8(x, i);
-    const real8 zero = (real8)0, one = (real8)1;
+    const real8 one = (real8)1;
     switch (op) {
-        case 0: v = v > zero ? v : zero; break;
-        case 1: v = v > zero ? v : zero; v = v < (real8)6 ? v : (real8)6; break;
-        case 2: v = v > -one ? v : -one; v = v < one ? v : one; break;
+        case 0: v = act8(v, 1); break;
+        case 1: v = act8(v, 3); break;
+        case 2: v = act8(v, 2); break;
         case 3: v = one / (one + exp(-v)); break;
         case 4: v = tanh(v); break;
         case 5: v = exp(v); break;

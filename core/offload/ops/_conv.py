@@ -61,6 +61,8 @@ __all__ = [
     "gemm_dtype",
     "float32_k_splits",
     "IntegerGemm",
+    "eigen_order_dots",
+    "float_order_matters",
     "eigen_order_gemv",
     "eigen_order_matmul",
     "has_hybrid_kernels",
@@ -498,8 +500,8 @@ class RuyRequantizer:
 # clamp. Found by matching LiteRT bit for bit on builder-made convolutions (random M, K, N;
 # one thread and the default pool). It holds while K fits one of Eigen's depth blocks (kc),
 # which depends on the CPU's L1 size: 576 here, at least 288 with a 32 KiB L1. Tiny products
-# (M + N + K < 20) and a single output channel take other Eigen paths; a single output
-# pixel is Eigen's matrix-vector product (eigen_order_gemv). BLAS sums in
+# (M + N + K < 20) take other Eigen paths; a single output pixel or a single output channel
+# is Eigen's matrix-vector product (eigen_order_gemv, eigen_order_dots), at any depth. BLAS sums in
 # another order and differs in the last bit on ~30-60% of outputs.
 SEQUENTIAL_MAX_DEPTH = 256
 
@@ -583,6 +585,28 @@ def eigen_order_gemv(row: np.ndarray, weights: np.ndarray, out: np.ndarray) -> n
     return out
 
 
+def eigen_order_dots(rows: np.ndarray, vector: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """One output channel: ``rows`` (M, K) @ ``vector`` (K,) as Eigen's matrix-vector
+    product sums each row, the order of :func:`eigen_order_gemv` (4-float lanes from zero,
+    reduced as ``(0 + 2) + (1 + 3)``, then the remaining k in order) with the rows as the
+    outputs. LiteRT takes it for a convolution with one filter. Matched bit for bit against
+    LiteRT for K from 9 to 4608."""
+    depth = rows.shape[1]
+    packed = depth - depth % 4
+    products = np.multiply(rows, vector, dtype=np.float32)
+    lanes = []
+    for lane in range(4):
+        chain = np.zeros(len(rows), np.float32)  # from zero: 0 + -0 is +0
+        for k in range(lane, packed, 4):  # in place, one column at a time: no (M, K) copy
+            chain += products[:, k]
+        lanes.append(chain)
+    total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
+    for k in range(packed, depth):
+        total += products[:, k]
+    out[...] = total
+    return out
+
+
 def _ordered_groups(
     groups: list[tuple[int, int, int, int]],
     weight_columns: np.ndarray,
@@ -616,6 +640,20 @@ def _ordered_groups(
                 np.add(p[lo:hi], 0, out=chains[lane - 1, lo - full : hi - full])
             else:
                 chains[lane - 1, lo - full : hi - full] += p[lo:hi]
+
+
+def float_order_matters(subgraph: Subgraph) -> bool:
+    """Whether a float result in ``subgraph`` is turned back into integers: a hybrid kernel
+    (:func:`has_hybrid_kernels`) or a QUANTIZE of a float tensor (a QAT graph's fake-quant
+    points). There a last-bit difference can move a code by a whole step, so the float GEMMs
+    follow LiteRT's accumulation order; elsewhere BLAS's faster order is within tolerance."""
+    if has_hybrid_kernels(subgraph):
+        return True
+    tensors = subgraph.tensors
+    return any(
+        node.op == "QUANTIZE" and node.inputs and tensors[node.inputs[0]].dtype == np.float32
+        for node in subgraph.nodes
+    )
 
 
 def has_hybrid_kernels(subgraph: Subgraph) -> bool:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PACKET", "pexp", "logistic", "column_sums"]
+from offload.ops._libm import expf
+
+__all__ = ["PACKET", "pexp", "logistic", "tanh", "column_sums"]
 
 # Floats per SSE packet.
 PACKET = 4
@@ -53,8 +55,8 @@ def _packet_exp(x: np.ndarray) -> np.ndarray:
 
 
 def _scalar_exp(x: np.ndarray) -> np.ndarray:
-    """std::exp on float32 (glibc's expf is correctly rounded: exp in double, then rounded)."""
-    return np.exp(x.astype(np.float64)).astype(_F)
+    """std::exp on float32: the C library's expf."""
+    return expf(x)
 
 
 def pexp(x: np.ndarray) -> np.ndarray:
@@ -100,6 +102,35 @@ def logistic(x: np.ndarray) -> np.ndarray:
         e = _scalar_exp(np.minimum(flat[lanes:], _F(16.6355324)))
         out[lanes:] = e / (_F(1) + e)
     return out.reshape(np.shape(x))
+
+
+# ptanh_float (Eigen's fast-math tanh): an odd [9/8] rational function of x, with x clamped
+# where the approximation reaches exactly 1 (without FMA, as LiteRT's x86 wheel is built).
+_TANH_CLAMP = _F(7.90738964080810547)
+_TANH_NUMERATOR = tuple(map(_F, (1.394553628e-8, 2.102733560e-5, 3.520756727e-3, 1.340216100e-1)))
+_TANH_DENOMINATOR = tuple(
+    map(_F, (8.015776984e-7, 3.326951409e-4, 2.597254514e-2, 4.673548340e-1, 1.0))
+)
+
+
+def _horner(x2: np.ndarray, coefficients: tuple[np.float32, ...]) -> np.ndarray:
+    """ppolevl: the highest coefficient first, each step a multiply then an add."""
+    total = np.full_like(x2, coefficients[0])
+    for c in coefficients[1:]:
+        total = total * x2 + c
+    return total
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    """``array.tanh()`` on float32, LiteRT's optimized TANH: ptanh_float on every element (the
+    scalar tail runs the same expression, so packets need no split): x^3 p(x^2) + x over
+    q(x^2). NaN stays NaN (the clamp's min and max pass it through, as SSE's do here)."""
+    x = np.asarray(x, _F)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        xc = np.clip(x, -_TANH_CLAMP, _TANH_CLAMP)
+        x2 = xc * xc
+        p = xc * x2 * _horner(x2, _TANH_NUMERATOR) + xc
+        return p / _horner(x2, _TANH_DENOMINATOR)
 
 
 def _sequential_sum(columns: np.ndarray) -> np.ndarray:

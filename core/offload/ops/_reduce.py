@@ -25,6 +25,8 @@ __all__ = [
     "resolve_axes",
     "multiply_by_quantized_multiplier_int64",
     "mean_multiplier_for_count",
+    "sequential",
+    "reduces_trailing",
 ]
 
 _QUANTIZED = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
@@ -97,6 +99,29 @@ def reduced_shape(shape: Sequence[int], axes: tuple[int, ...], keep_dims: bool) 
     if keep_dims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def sequential(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``ufunc`` over ``axes`` (kept as size 1) in the order LiteRT's reduce loops take the
+    elements: each output's reduced elements one after another, in input memory order, each
+    step rounded to ``x``'s type. numpy's own reductions add pairwise along a contiguous axis,
+    which rounds differently in floating point."""
+    kept = [a for a in range(x.ndim) if a not in axes]
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    # Reduced axes first: accumulate walks them in order for every output at once.
+    rows = np.transpose(x, sorted(axes) + kept).reshape(count, -1)
+    result = ufunc.accumulate(rows, axis=0, dtype=x.dtype)[-1]
+    return result.reshape(reduced_shape(x.shape, axes, True))
+
+
+def reduces_trailing(shape: Sequence[int], axes: tuple[int, ...]) -> bool:
+    """Whether, once size-1 dimensions are dropped and neighbours of the same kind merged, the
+    shape is (kept, reduced): the layout LiteRT's float MEAN sends to Eigen's column sums."""
+    kinds: list[bool] = []
+    for i, size in enumerate(shape):
+        if size != 1 and (not kinds or kinds[-1] != (i in axes)):
+            kinds.append(i in axes)
+    return kinds == [False, True]
 
 
 class ReduceKernel(OpKernel):

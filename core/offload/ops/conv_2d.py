@@ -34,12 +34,13 @@ from offload.ops._conv import (
     activation_scratch,
     bias_is_wide,
     check_bias,
+    eigen_order_dots,
     eigen_order_gemv,
     eigen_order_matmul,
     filter_scales,
     filter_zero_point,
     finish_quantized,
-    has_hybrid_kernels,
+    float_order_matters,
     im2col,
     kind_of,
     output_multipliers,
@@ -147,7 +148,7 @@ class Conv2D(OpKernel):
             need += 0 if pointwise else 4 * (padded + rows * depth)
             if c != f_in:  # grouped: the patches regrouped, the product transposed back
                 return need + 4 * (rows * depth + elements)
-            if kh * kw * f_in > SEQUENTIAL_MAX_DEPTH:
+            if kh * kw * f_in > SEQUENTIAL_MAX_DEPTH and co != 1:
                 return need
             # eigen_order_matmul's transposed patches and pixel chunks, or gemv's products
             pixels = min(rows, max(4096, 65536 // max(co, 1)))
@@ -202,13 +203,15 @@ class Conv2D(OpKernel):
         if self.kind == "hybrid" and self.w is not None and self.groups == 1:
             column_sums = np.rint(self.w[0].sum(axis=0))
             self._hybrid = (IntegerGemm(np.int8, self.w[0]), column_sums)
-        # In a dynamic-range model, small float convolutions sum in LiteRT's order.
+        # Where float results are quantized again (dynamic-range and QAT models), small float
+        # convolutions sum in LiteRT's order.
         self._sequential = (
             self.kind == "float"
             and self.w is not None
             and self.groups == 1
-            and self.w.shape[1] <= SEQUENTIAL_MAX_DEPTH
-            and has_hybrid_kernels(self.subgraph)
+            # Eigen's matrix-vector product (one filter) has no depth blocks to follow.
+            and (self.w.shape[1] <= SEQUENTIAL_MAX_DEPTH or self.w.shape[2] == 1)
+            and float_order_matters(self.subgraph)
         )
         self.writes_into = (
             self.kind == "float" or self._fast is not None or self._hybrid is not None
@@ -370,11 +373,13 @@ class Conv2D(OpKernel):
                     else np.empty(shape, np.float32)
                 )
                 flat = result.reshape(cols.shape[0], shape[3])
-                # Eigen computes a single output pixel as a matrix-vector product; a single
-                # output channel and tiny products in orders not emulated: BLAS there.
+                # Eigen computes a single output pixel or channel as a matrix-vector product;
+                # tiny products in orders not emulated: BLAS there.
                 tiny = sum(cols.shape) + flat.shape[1] < 20
                 if self._sequential and flat.shape[0] == 1 and flat.shape[1] > 1:
                     eigen_order_gemv(cols[0], w[0], flat[0])
+                elif self._sequential and flat.shape[1] == 1 and flat.shape[0] > 1:
+                    eigen_order_dots(cols, w[0][:, 0], flat[:, 0])
                 elif self._sequential and min(flat.shape) > 1 and not tiny:
                     eigen_order_matmul(cols, w[0], flat)
                 else:

@@ -1,10 +1,10 @@
-"""COS: cos(x) in float32."""
+"""COS: cos(x); float32 is the C library's cosf, which LiteRT's kernel calls through
+std::cos (:mod:`offload.ops._libm`)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from offload.ops._elementwise import UnaryOp
+from offload.ops._libm import cosf
 from offload.ops._registry import register
 from offload.ops._types import accepts
 
@@ -14,4 +14,4 @@ class Cos(UnaryOp):
     op = "COS"
     max_version = 2
     types = accepts("FLOAT32 FLOAT16")
-    fn = staticmethod(np.cos)
+    fn = staticmethod(cosf)

@@ -24,9 +24,11 @@ from offload.ops._conv import (
     Rounding,
     RuyRequantizer,
     bias_is_wide,
+    eigen_order_gemv,
     filter_scales,
     filter_zero_point,
     finish_quantized,
+    float_order_matters,
     kind_of,
     output_multipliers,
     quantize_rows,
@@ -105,6 +107,7 @@ class FullyConnected(OpKernel):
                 "supported by the CPU reference; densify the model's weights first"
             )
         self.kind = kind_of(x, f)
+        self._litert_order = self.kind == "float" and float_order_matters(self.subgraph)
         if self.kind != "hybrid" and self.activation not in _CLAMP_ACTIVATIONS:
             raise UnsupportedOpError(
                 f"{self.node.describe()}: expected a fused activation among "
@@ -190,7 +193,13 @@ class FullyConnected(OpKernel):
         if self.kind == "float":
             # An overflow to inf is expected here: the clamp turns it into +-FLT_MAX.
             with np.errstate(over="ignore", invalid="ignore"):
-                out = np.asarray(rows, np.float32) @ w
+                if len(rows) == 1 and self._litert_order:
+                    # One row is Eigen's matrix-vector product; its order is LiteRT's bits.
+                    out = eigen_order_gemv(
+                        np.asarray(rows[0], np.float32), w, np.empty((1, w.shape[1]), np.float32)
+                    )
+                else:
+                    out = np.asarray(rows, np.float32) @ w
                 if bias is not None:
                     out += bias
             return float_clamp(out.reshape(shape), self.activation)

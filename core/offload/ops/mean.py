@@ -1,11 +1,19 @@
-"""MEAN: average over the given axes (TFLite ``reduce.cc``, EvalMean)."""
+"""MEAN: average over the given axes (TFLite ``reduce.cc``, EvalMean); float32 sums as LiteRT
+does (:meth:`Mean._float_sum`), then divides by the count."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from offload.ops._eigen import column_sums
 from offload.ops._quant import multiply_by_quantized_multiplier_lanes
-from offload.ops._reduce import ReduceKernel, mean_multiplier_for_count
+from offload.ops._reduce import (
+    ReduceKernel,
+    mean_multiplier_for_count,
+    reduced_shape,
+    reduces_trailing,
+    sequential,
+)
 from offload.ops._registry import register
 from offload.ops._types import accepts
 from offload.quant import scale_zero_point
@@ -38,6 +46,8 @@ class Mean(ReduceKernel):
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         if not self.quantized:
+            if x.dtype == np.float32:
+                return self._float_sum(x, axes) / np.float32(self.reduced_count(x, axes))
             if np.issubdtype(x.dtype, np.floating):
                 total = np.add.reduce(x, axis=axes, keepdims=True, dtype=np.float32)
                 return total / np.float32(self.reduced_count(x, axes))
@@ -58,6 +68,16 @@ class Mean(ReduceKernel):
         multiplier, shift = mean_multiplier_for_count(self.multiplier, self.shift, n)
         shifted = (sums - self.in_zp * n).astype(np.int32)
         return self.clamp(self.requantize_sum(shifted, multiplier, shift, self.out_zp))
+
+    def _float_sum(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+        """The sums LiteRT's float MEAN divides: Eigen's column sums when the reduced axes are
+        the innermost ones (MeanGeneral's last-dimension path, after LiteRT merges adjacent
+        axes), else its reference loop, which adds in input order."""
+        if reduces_trailing(x.shape, axes):
+            count = self.reduced_count(x, axes)
+            rows = np.ascontiguousarray(x).reshape(-1, count)
+            return column_sums(rows).reshape(reduced_shape(x.shape, axes, True))
+        return sequential(np.add, x, axes)
 
     def _spatial_mean(self, sums: np.ndarray, n: int) -> np.ndarray:
         """LiteRT's dedicated 4-D mean over height and width (int8/uint8, optimized Mean4D):

@@ -1,11 +1,12 @@
-"""SUM: sum over the given axes (TFLite ``reduce.cc``, EvalSum)."""
+"""SUM: sum over the given axes (TFLite ``reduce.cc``, EvalSum); float32 adds in LiteRT's
+order (:func:`offload.ops._reduce.sequential`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from offload.ops._quant import tflite_round
-from offload.ops._reduce import ReduceKernel
+from offload.ops._reduce import ReduceKernel, sequential
 from offload.ops._registry import register
 from offload.ops._types import accepts
 from offload.quant import scale_zero_point
@@ -29,6 +30,8 @@ class Sum(ReduceKernel):
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         if not self.quantized:
+            if x.dtype == np.float32:
+                return sequential(np.add, x, axes)
             if np.issubdtype(x.dtype, np.floating):
                 return np.add.reduce(x, axis=axes, keepdims=True, dtype=np.float32)
             return np.add.reduce(x, axis=axes, keepdims=True, dtype=x.dtype)

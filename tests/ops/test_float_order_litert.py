@@ -189,3 +189,43 @@ def test_a_one_row_fully_connected_in_a_qat_graph_is_litert_bit_for_bit(depth, u
     ours, theirs = _both(content, x)
     _assert_same(ours[0], theirs[0])
     np.testing.assert_array_equal(ours[1], theirs[1])
+
+
+@pytest.mark.parametrize(
+    "per_channel, bias, stride, kernel, padding",
+    [
+        (False, True, 2, 3, 0),
+        (True, True, 2, 4, 0),
+        (True, False, 1, 3, 1),
+        (False, False, 3, 2, 1),
+    ],
+)
+def test_hybrid_transpose_conv_adds_each_product_in_litert_order(
+    per_channel, bias, stride, kernel, padding
+) -> None:
+    """Float input, int8 filter: LiteRT's reference loop, every product scaled to float and
+    added in turn (there is no GEMM), the bias after. Per-tensor and per-channel scales,
+    SAME and VALID padding."""
+    rng = np.random.default_rng(kernel * 10 + stride)
+    n, size, cin, cout = 2, 7, 12, 6
+    x = (rng.standard_normal((n, size, size, cin)) * 2).astype(np.float32)
+    codes = rng.integers(-127, 128, (cout, kernel, kernel, cin)).astype(np.int8)
+    scale = rng.uniform(1e-3, 1e-2, cout if per_channel else 1).astype(np.float32)
+    out_size = size * stride if padding == 0 else (size - 1) * stride + kernel
+    operands = [
+        Operand(np.array([n, out_size, out_size, cout], np.int32), const=True),
+        Operand(codes, const=True, q=(scale, np.zeros(scale.size, np.int64))),
+        Operand(x),
+    ]
+    if bias:
+        operands.append(Operand((rng.standard_normal(cout) * 0.1).astype(np.float32), const=True))
+    options = {"padding": padding, "stride_w": stride, "stride_h": stride}
+    got, want = run_both(
+        "TRANSPOSE_CONV",
+        operands,
+        (n, out_size, out_size, cout),
+        np.float32,
+        options,
+        version=3 if bias else 2,
+    )
+    _assert_same(got, want)

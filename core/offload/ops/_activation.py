@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from offload.ops import _eigen
+
 __all__ = ["apply_fused_activation", "relu", "FUSED_ACTIVATIONS"]
 
 FUSED_ACTIVATIONS = ("NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT", "SIGMOID")
@@ -34,9 +36,13 @@ def apply_fused_activation(x: np.ndarray, activation: str | None) -> np.ndarray:
         return np.clip(x, 0, 6, out=x if x.flags.writeable else None)
     if activation == "RELU_N1_TO_1":
         return np.clip(x, -1, 1, out=x if x.flags.writeable else None)
+    # The recurrent kernels apply these to whole gate buffers with Eigen (LiteRT's
+    # ApplyActivationToVector): its packet tanh and logistic, bit for bit, in float32.
     if activation == "TANH":
-        return np.tanh(x)
+        return _eigen.tanh(x) if x.dtype == np.float32 else np.tanh(x)
     if activation == "SIGMOID":
+        if x.dtype == np.float32:
+            return _eigen.logistic(x)
         return (1.0 / (1.0 + np.exp(-x))).astype(x.dtype)
     if activation == "SIGN_BIT":
         return np.signbit(x).astype(x.dtype)

@@ -22,6 +22,7 @@ import numpy as np
 
 from offload._graph import Tensor
 from offload.errors import UnsupportedOpError
+from offload.ops import _eigen
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, present
 from offload.ops._quant import quantize_rows
@@ -45,6 +46,9 @@ _GATES = ("input", "forget", "cell", "output")
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
+    """A float32 gate buffer through Eigen's logistic, as LiteRT's ApplySigmoidToVector."""
+    if np.asarray(x).dtype == np.float32:
+        return _eigen.logistic(x)
     # exp(-x) overflows to inf for x < -88, and 1 / (1 + inf) is the right limit, 0.
     with np.errstate(over="ignore"):
         return (np.float32(1.0) / (np.float32(1.0) + np.exp(-x))).astype(np.float32)

@@ -7,7 +7,11 @@ The float GEMM stays whole (BLAS sums a row differently when a GEMM is cut in pi
 its KH*KW*O contributions per input pixel count against ``max_tensor_bytes``; the exact
 integer sums go through it a few input rows at a time, which changes nothing but the memory.
 
-The integer paths (int8, 16x8, hybrid) with a constant filter make the same sums where every
+Hybrid (float input, int8 filter) is LiteRT's reference loop, product by product in float
+(:meth:`TransposeConv._hybrid_sums`): LiteRT runs no GEMM there, and its float additions fix
+the last bits.
+
+The integer paths (int8, 16x8) with a constant filter make the same sums where every
 one is provably exact in float32, so in any order, and take the sub-pixel order instead: the
 uncropped output row ``q * stride + p`` (phase ``p``) is the sum over ``j`` of input row
 ``q - j`` times filter row ``p + j * stride``, so every output cell ``q``, all phases at once,
@@ -148,6 +152,8 @@ class TransposeConv(OpKernel):
         if kind == "float":
             product = n * h * w * kh * kw * co
             return 4 * (filter_size + product + uncropped + crop) + act
+        if kind == "hybrid":  # codes, int32 filter, float32 grid, one tap's products, crop
+            return n * h * w * ci + 4 * (filter_size + uncropped + 3 * n * h * w * co + crop) + act
         # The exact path: the GEMM weights in float64, one chunk of the product, its input
         # rows in float64, the uncropped int64 sums, then the epilogue.
         row = w * kh * kw * co * 8
@@ -155,11 +161,9 @@ class TransposeConv(OpKernel):
         rows = chunk // max(row, 1)
         # (Setup holds two float64 copies of the filter at once while it makes the layout.)
         exact = 8 * (2 * filter_size + n * rows * w * ci) + n * chunk + 8 * uncropped
-        if kind == "hybrid":
-            exact += n * h * w * ci + 3 * 4 * elements + act  # input codes, the float32 steps
-        else:  # the output, and the requantization's int64 passes over a block of rows
-            rows_per_block = max(1, _REQUANTIZE_BLOCK // max(1, out[2] * co))
-            exact += 2 * elements + REQUANTIZE_BYTES * min(out[1], rows_per_block) * out[2] * co
+        # The output, and the requantization's int64 passes over a block of rows.
+        rows_per_block = max(1, _REQUANTIZE_BLOCK // max(1, out[2] * co))
+        exact += 2 * elements + REQUANTIZE_BYTES * min(out[1], rows_per_block) * out[2] * co
         subpixel_path = cls._subpixel_path(ctx, kind)
         if subpixel_path is False:
             return exact
@@ -173,30 +177,26 @@ class TransposeConv(OpKernel):
         subpixel = 16 * filter_size + 2 * 4 * jh * jw * ci * phases * co  # weights, as set up
         subpixel += 4 * n * (cells_h + jh - 1) * (cells_w + jw - 1) * ci  # padded input
         subpixel += 4 * pixels * jh * jw * ci + 4 * sums  # patches, sums
-        if kind == "hybrid":  # codes; the scaled sums, twice; the grid and the crop
-            subpixel += n * h * w * ci + 2 * 4 * sums + act + 4 * (grid + elements)
-        else:  # the requantizer's float64 pass and constants, the last channels in int64;
-            tail = sums // co * (co % 8)
-            subpixel += 8 * sums + 2 * 8 * cells_w * phases * co + REQUANTIZE_BYTES * tail
-            subpixel += 2 * (sums + grid + elements)  # the requantized sums, grid and crop
+        # The requantizer's float64 pass and constants, the last channels in int64;
+        tail = sums // co * (co % 8)
+        subpixel += 8 * sums + 2 * 8 * cells_w * phases * co + REQUANTIZE_BYTES * tail
+        subpixel += 2 * (sums + grid + elements)  # the requantized sums, grid and crop
         return subpixel if subpixel_path else max(exact, subpixel)
 
     @staticmethod
     def _subpixel_path(ctx: ShapeContext, kind: str) -> bool | None:
-        """Whether the kernel takes the sub-pixel path (``_w32``, :meth:`_setup_fast`): a
-        constant filter whose sums are exact in float32 for every input its type holds, for
-        int8 and 16x8 with a lane of 8 output channels. None where it may: int8 and 16x8
+        """Whether the kernel takes the sub-pixel path (:meth:`_setup_fast`): a constant
+        filter whose sums are exact in float32 for every input its type holds, for int8 and
+        16x8 with a lane of 8 output channels. None where it may: int8 and 16x8
         also need a requantizer exact in float64, packed INT4 weights are not read here."""
         x, f, weights = ctx.tensor(2), ctx.tensor(1), ctx.constant(1)
         if x is None or f is None or f.type_name == "INT4":
             return None
         if weights is None or (kind == "quantized" and (f.shape[0] < 8 or x.dtype == np.uint8)):
             return False
-        zero_point = filter_zero_point(f) if kind == "quantized" else 0
+        zero_point = filter_zero_point(f)
         less = np.asarray(weights, np.int64) - np.reshape(zero_point, (-1, 1, 1, 1))
         per_output = int(np.abs(less).reshape(less.shape[0], -1).sum(axis=1).max(initial=0))
-        if kind == "hybrid":
-            return 255 * per_output < 1 << 24
         lo, hi = dtype_range(x.dtype)
         zero = scale_zp(x)[1]
         return None if max(zero - lo, hi - zero) * per_output < 1 << 24 else False
@@ -216,13 +216,11 @@ class TransposeConv(OpKernel):
         self.kind = kind_of(x, f)
         self.w_zp = filter_zero_point(f) if self.kind == "quantized" else 0
         weights = weight_value(self, 1)
-        self.w = None if weights is None else self._gemm_weights(weights)
-        # Float32 weights where every sum the kernel makes of |codes| <= 255 stays exact.
-        self._w32: list[tuple[int, slice, np.ndarray]] | None = None
-        if self.kind == "hybrid":
+        hybrid = self.kind == "hybrid"  # reads the filter as it is (_hybrid_sums)
+        self.w = None if weights is None or hybrid else self._gemm_weights(weights)
+        if hybrid:
             self.scales = filter_scales(f, f.shape[0])
-            if self.w is not None and self._exact_in_float32(self.w, 255):
-                self._w32 = self._subpixel_weights(self.w)
+            self._codes = None if weights is None else np.asarray(weights, np.int32)
         elif self.kind == "quantized":
             in_scale, self.x_zp = scale_zp(x)
             f_quantization = self.required(f.quantization, "quantization on the filter (input 1)")
@@ -485,13 +483,19 @@ class TransposeConv(OpKernel):
         f = self.required(inputs[1], "input 1 (the filter)")
         x = self.required(inputs[2], "input 2")
         bias = inputs[3] if len(inputs) > 3 else None
-        w = self.w if self.w is not None else self._gemm_weights(f)
         shape = transposed_shape(out_shape, x.shape, f.shape)
         if 0 in shape:  # a batch or output channels of 0: nothing to compute
             return np.zeros(shape, self.outputs[0].dtype)
         out_hw = (shape[1], shape[2])
         n, h, wd, c = x.shape
         kh, kw = self.kernel_hw
+        if self.kind == "hybrid":
+            codes = self._codes if self._codes is not None else np.asarray(f, np.int32)
+            out = self._hybrid_sums(x, codes, out_hw)
+            if bias is not None:
+                out += bias
+            return apply_fused_activation(out, self.activation)
+        w = self.w if self.w is not None else self._gemm_weights(f)
         if self.kind == "float":
             buf = self._uncropped(n, out_hw, f.shape[0], np.float32)
             cols = np.asarray(x, np.float32).reshape(-1, c) @ w
@@ -505,31 +509,40 @@ class TransposeConv(OpKernel):
             fast_weights, requantizer = self._fast
             sums = self._subpixel_sums(x, np.float32(self.x_zp), fast_weights, out_hw)
             return self._interleave(sums, lambda s: self._requantize(requantizer, s, bias), out_hw)
-        if self.kind == "hybrid" and self._w32 is not None:
-            q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-            sums = self._subpixel_sums(
-                q.reshape(x.shape), offset.reshape(n, 1, 1, 1), self._w32, out_hw
-            )
-            batch_scale = in_scale.reshape(n, 1, 1, 1, 1, 1)
-
-            def dequantize(s: np.ndarray) -> np.ndarray:
-                out = s * self.scales * batch_scale
-                if bias is not None:
-                    out += bias
-                return apply_fused_activation(out, self.activation)
-
-            return self._interleave(sums, dequantize, out_hw)
-        if self.kind == "hybrid":
-            q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-            acc = self._exact_sums(q.reshape(x.shape), offset.reshape(n, 1, 1, 1), w, out_hw)
-            out = acc.astype(np.float32) * self.scales * in_scale[:, None, None, None]
-            if bias is not None:
-                out += bias
-            return apply_fused_activation(out, self.activation)
         acc = self._exact_sums(x, self.x_zp, w, out_hw)
         if bias is not None:
             acc += bias.astype(np.int64)
         return self._requantize_exact(acc)
+
+    def _hybrid_sums(self, x: np.ndarray, codes: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
+        """LiteRT's hybrid kernel (reference_ops::HybridTransposeConv, which its optimized
+        registration runs too): each batch quantized asymmetrically, then every single product
+        ``(code - offset) * weight`` turned to float, times the channel's scale, times the
+        batch's, and added to a zeroed output in the loop order input row, column, channel,
+        filter row, column. For one output element that is input row, column, channel in
+        turn, so filter taps from the last back and, within a tap, channels in order: each
+        (tap, channel) here is one vectorized step over all pixels, in that order. The weights'
+        zero point is ignored, as LiteRT ignores it. (N, OH, OW, O) float32, cropped."""
+        n, h, wd, c = x.shape
+        q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
+        less = q.reshape(x.shape).astype(np.int32) - offset.reshape(n, 1, 1, 1)
+        batch_scale = in_scale.astype(np.float32).reshape(n, 1, 1, 1)
+        scales = np.asarray(self.scales, np.float32)
+        buf = self._uncropped(n, out_hw, codes.shape[0], np.float32)
+        _, end_h, end_w, _ = buf.shape
+        (kh, kw), (sh, sw) = self.kernel_hw, self.stride
+        for ky in reversed(range(kh)):
+            ys = range(ky, end_h, sh)[:h]
+            for kx in reversed(range(kw)):
+                xs = range(kx, end_w, sw)[:wd]
+                if not len(ys) or not len(xs):
+                    continue
+                target = buf[:, ys.start : ys.stop : sh, xs.start : xs.stop : sw]
+                pixels = less[:, : len(ys), : len(xs)]
+                for ic in range(c):
+                    product = pixels[..., ic, None] * codes[:, ky, kx, ic]
+                    target += product.astype(np.float32) * scales * batch_scale
+        return np.ascontiguousarray(self._cropped(buf, out_hw))
 
     def _requantize_exact(self, acc: np.ndarray) -> np.ndarray:
         """int64 sums (N, OH, OW, O) -> the output integers: the channels LiteRT requantizes

@@ -5,16 +5,19 @@ TensorFlow). Each model runs on several seeds and input distributions through Li
 kernels and offload's CPU reference with ``offload.tools.diff_per_node``; a model conforms when,
 on every input:
 
-* integer outputs (and float outputs that are a DEQUANTIZE of an integer tensor) are within
-  1 step of LiteRT with at least 99% of elements exact;
-* float outputs are within 1e-4 of LiteRT relative to the largest reference magnitude;
+* int8, QAT and dynamic-range models (integer arithmetic, which LiteRT's kernels fix exactly):
+  every output is bit-identical to LiteRT's, 0 steps and 0 relative error;
+* float32 and float16 models: integer outputs (and float outputs that are a DEQUANTIZE of an
+  integer tensor) are within 1 step of LiteRT with at least 99% of elements exact, and float
+  outputs within 1e-4 of LiteRT relative to the largest reference magnitude;
 
-and the per-node columns say how close the intermediates are: the number of nodes whose
+and the per-node columns say how close the intermediates are (one row per model and type, its
+weight seeds together, each column the worst of them): the number of nodes whose
 integer outputs are not bit-exact or whose float outputs differ by more than 1e-5 relative,
 and the first of them (the place to start with ``offload diff --per-node``).
 
     python scripts/conformance.py build/conformance tests/fixtures [--kinds normal,wide]
-        [--models NAME_SUBSTRING ...] [--markdown FILE] [--json FILE]
+        [--draws 2] [--models NAME_SUBSTRING ...] [--markdown FILE] [--json FILE]
 
 Exit status 1 when any model does not conform.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,10 +36,13 @@ import offload
 from offload import PerNodeDiff, diff_per_node
 
 KINDS = ("normal", "uniform", "image", "wide")
+DRAWS = 2
 FLOAT_TOLERANCE = 1e-4
 NODE_TOLERANCE = 1e-5
 MAX_STEPS = 1
 MIN_EXACT = 0.99
+# Model types whose outputs must equal LiteRT's bit for bit.
+EXACT_TYPES = ("int8", "qat", "dynamic_range")
 
 
 @dataclass
@@ -53,9 +60,12 @@ class Verdict:
 
     @property
     def conforms(self) -> bool:
+        if self.errors:
+            return False
+        if self.model_type in EXACT_TYPES:
+            return self.worst_steps == 0 and self.worst_exact == 1 and self.worst_relative == 0
         return (
-            not self.errors
-            and self.worst_steps <= MAX_STEPS
+            self.worst_steps <= MAX_STEPS
             and self.worst_exact >= MIN_EXACT
             and self.worst_relative <= FLOAT_TOLERANCE
         )
@@ -86,10 +96,10 @@ def output_rows(path: Path, result: PerNodeDiff) -> list:
     return rows
 
 
-def check_model(path: Path, model_type: str, kinds: list[str]) -> Verdict:
+def check_model(path: Path, model_type: str, kinds: list[str], draws: int) -> Verdict:
     verdict = Verdict(path.name, model_type)
     start = time.perf_counter()
-    for seed, kind in enumerate(kinds):
+    for seed, kind in enumerate(kind for kind in kinds for _ in range(draws)):
         result = diff_per_node(
             path, "litert", "cpu", seed=seed, input_kind=kind, tolerance=NODE_TOLERANCE
         )
@@ -133,41 +143,77 @@ def models_in(folders: list[Path], filters: list[str]) -> list[tuple[Path, str]]
     return found
 
 
-def markdown(verdicts: list[Verdict], kinds: list[str]) -> str:
+def markdown(verdicts: list[Verdict], kinds: list[str], draws: int) -> str:
     lines = [
-        f"Inputs per model: {', '.join(kinds)} (seeds 0..{len(kinds) - 1}). Outputs: worst over "
+        f"Inputs per model: {', '.join(kinds)}, {draws} draws each (input seeds "
+        f"0..{len(kinds) * draws - 1}). Outputs: worst over "
         f"the inputs; nodes: intermediates not bit-exact (integers) or over "
         f"{NODE_TOLERANCE:g} relative (floats).",
         "",
-        "| model | type | outputs vs LiteRT | nodes differing | first difference | verdict |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| model | type | weight seeds | outputs vs LiteRT | nodes differing | first difference "
+        "| verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for v in verdicts:
-        outcome = "ok" if v.conforms else "FAIL: " + "; ".join(v.errors) if v.errors else "FAIL"
+    for name, group in by_architecture(verdicts).items():
+        worst = merged(name, group)
+        failed = [v for v in group if not v.conforms]
+        outcome = "ok" if not failed else "FAIL: " + ", ".join(v.model for v in failed)
+        if worst.errors:
+            outcome += " (" + "; ".join(worst.errors) + ")"
         lines.append(
-            f"| {v.model.removesuffix('.tflite')} | {v.model_type} | {v.output_text()} "
-            f"| {v.divergent_nodes} | {v.first_divergence or '-'} | {outcome} |"
+            f"| {name} | {worst.model_type} | {len(group)} | {worst.output_text()} "
+            f"| {worst.divergent_nodes} | {worst.first_divergence or '-'} | {outcome} |"
         )
     passed = sum(v.conforms for v in verdicts)
     lines += ["", f"{passed} of {len(verdicts)} models conform."]
     return "\n".join(lines)
 
 
+def by_architecture(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
+    """The verdicts grouped by model and type, the weight seeds of one together."""
+    groups: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        name = re.sub(r"_seed\d+$", "", v.model.removesuffix(".tflite"))
+        groups.setdefault(name, []).append(v)
+    return groups
+
+
+def merged(name: str, group: list[Verdict]) -> Verdict:
+    """One row for several weight seeds: the worst figure of each column."""
+    firsts = [v.first_divergence for v in group if v.first_divergence]
+    return Verdict(
+        model=name,
+        model_type=group[0].model_type,
+        runs=sum(v.runs for v in group),
+        worst_steps=max(v.worst_steps for v in group),
+        worst_exact=min(v.worst_exact for v in group),
+        worst_relative=max(v.worst_relative for v in group),
+        divergent_nodes=max(v.divergent_nodes for v in group),
+        first_divergence=firsts[0] if firsts else "",
+        errors=[e for v in group for e in v.errors],
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="folders with a MANIFEST.json")
     parser.add_argument("--kinds", default=",".join(KINDS), help="input distributions")
+    parser.add_argument(
+        "--draws", type=int, default=DRAWS, help="input seeds per distribution (%(default)s)"
+    )
     parser.add_argument("--models", nargs="*", default=[], help="only names containing these")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
     parser.add_argument("--json", type=Path, help="also write the verdicts as JSON")
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
+    if args.draws < 1:
+        parser.error(f"--draws takes a count of at least 1, got {args.draws}")
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         parser.error(f"unknown input kinds {unknown}; expected some of {list(KINDS)}")
     verdicts = []
     for path, model_type in models_in(args.folders, args.models):
-        verdict = check_model(path, model_type, kinds)
+        verdict = check_model(path, model_type, kinds, args.draws)
         mark = "ok  " if verdict.conforms else "FAIL"
         print(
             f"{mark} {path.name}: {verdict.output_text()}, {verdict.divergent_nodes} nodes "
@@ -175,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         verdicts.append(verdict)
-    table = markdown(verdicts, kinds)
+    table = markdown(verdicts, kinds, args.draws)
     print()
     print(table)
     if args.markdown:

@@ -218,8 +218,10 @@ def samples(model: keras.Model, count: int, seed: int) -> list[np.ndarray]:
     return [rng.uniform(-1.0, 1.0, shape).astype(np.float32) for _ in range(count)]
 
 
-def representative_dataset(model: keras.Model) -> Callable[[], Iterator[list[np.ndarray]]]:
-    data = samples(model, CALIBRATION_SAMPLES, SEED + 1)
+def representative_dataset(
+    model: keras.Model, seed: int = SEED
+) -> Callable[[], Iterator[list[np.ndarray]]]:
+    data = samples(model, CALIBRATION_SAMPLES, seed + 1)
 
     def gen() -> Iterator[list[np.ndarray]]:
         for x in data:
@@ -228,7 +230,7 @@ def representative_dataset(model: keras.Model) -> Callable[[], Iterator[list[np.
     return gen
 
 
-def qat_model(model: keras.Model) -> keras.Model:
+def qat_model(model: keras.Model, seed: int = SEED) -> keras.Model:
     """Wrap the model in fake-quant ops (tfmot) and set their ranges with seeded data."""
     import tensorflow_model_optimization as tfmot
 
@@ -250,23 +252,25 @@ def qat_model(model: keras.Model) -> keras.Model:
         annotated.set_weights(model.get_weights())
         with quantize.quantize_scope():
             qmodel = quantize.quantize_apply(annotated)
-    for x in samples(model, CALIBRATION_SAMPLES, SEED + 2):
+    for x in samples(model, CALIBRATION_SAMPLES, seed + 2):
         qmodel(x, training=True)  # moves the activation ranges; weights are not trained
     return qmodel
 
 
-def convert(model: keras.Model, name: str, variant: str, int8_io: bool | None = None) -> bytes:
+def convert(
+    model: keras.Model, name: str, variant: str, int8_io: bool | None = None, seed: int = SEED
+) -> bytes:
     """The converted model; ``int8_io`` (default: ``name in INT8_IO``) gives an int8 model
-    int8 inputs and outputs instead of float ones."""
+    int8 inputs and outputs instead of float ones. ``seed`` draws the calibration data."""
     if variant == "qat":
-        model = qat_model(model)
+        model = qat_model(model, seed)
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if variant != "float32":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if variant == "float16":
         converter.target_spec.supported_types = [tf.float16]
     elif variant == "int8":
-        converter.representative_dataset = representative_dataset(model)
+        converter.representative_dataset = representative_dataset(model, seed)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         if (name in INT8_IO) if int8_io is None else int8_io:
             converter.inference_input_type = tf.int8

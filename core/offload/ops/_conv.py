@@ -600,7 +600,10 @@ def eigen_order_dots(rows: np.ndarray, vector: np.ndarray, out: np.ndarray) -> n
         for k in range(lane, packed, 4):  # in place, one column at a time: no (M, K) copy
             chain += products[:, k]
         lanes.append(chain)
-    total = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
+    total, odd = lanes[0], lanes[1]
+    total += lanes[2]
+    odd += lanes[3]
+    total += odd  # (0 + 2) + (1 + 3)
     for k in range(packed, depth):
         total += products[:, k]
     out[...] = total

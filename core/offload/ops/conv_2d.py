@@ -150,8 +150,9 @@ class Conv2D(OpKernel):
                 return need + 4 * (rows * depth + elements)
             if kh * kw * f_in > SEQUENTIAL_MAX_DEPTH and co != 1:
                 return need
-            # eigen_order_matmul's transposed patches and pixel chunks, or gemv's products
-            pixels = min(rows, max(4096, 65536 // max(co, 1)))
+            # eigen_order_matmul's transposed patches and pixel chunks, gemv's products, or
+            # eigen_order_dots' products and four chains over every pixel
+            pixels = rows if co == 1 else min(rows, max(4096, 65536 // max(co, 1)))
             return need + 4 * (rows * depth + 5 * co * pixels + weights)
         width = max(depth, co)
         fast = min(out[1], _chunk_lines(ROWS_PER_CHUNK_ELEMENTS, ow, width)) * ow  # pixels

@@ -97,6 +97,9 @@ _GRID_SLACK = 4096
 # (whole input rows, at least one): each input pixel's contributions number KH*KW*O, so the
 # whole product would grow with the window's area times the input's size.
 _CHUNK_BYTES = 1 << 20
+# The hybrid path's products per filter tap, in pieces of whole input rows of about this many
+# bytes (at least one row): each row holds W * I * O floats.
+_HYBRID_STEP_BYTES = 1 << 22
 # Sums the exact path requantizes at a time (REQUANTIZE_BYTES each: 1 MiB of temporaries).
 _REQUANTIZE_BLOCK = 1 << 14
 
@@ -152,8 +155,9 @@ class TransposeConv(OpKernel):
         if kind == "float":
             product = n * h * w * kh * kw * co
             return 4 * (filter_size + product + uncropped + crop) + act
-        if kind == "hybrid":  # codes, int32 filter, float32 grid, one tap's products, crop
-            return n * h * w * ci + 4 * (filter_size + uncropped + 3 * n * h * w * co + crop) + act
+        if kind == "hybrid":  # codes, shifted (int32, float32), filter, grid, products, crop
+            piece = min(_HYBRID_STEP_BYTES, 4 * n * h * w * ci * co)
+            return 9 * n * h * w * ci + 4 * (filter_size + uncropped + crop) + piece + act
         # The exact path: the GEMM weights in float64, one chunk of the product, its input
         # rows in float64, the uncropped int64 sums, then the epilogue.
         row = w * kh * kw * co * 8
@@ -520,28 +524,43 @@ class TransposeConv(OpKernel):
         ``(code - offset) * weight`` turned to float, times the channel's scale, times the
         batch's, and added to a zeroed output in the loop order input row, column, channel,
         filter row, column. For one output element that is input row, column, channel in
-        turn, so filter taps from the last back and, within a tap, channels in order: each
-        (tap, channel) here is one vectorized step over all pixels, in that order. The weights'
-        zero point is ignored, as LiteRT ignores it. (N, OH, OW, O) float32, cropped."""
+        turn, so filter taps from the last back and, within a tap, channels in order: per tap,
+        all its scaled products at once (in pieces of input rows), then added to the output one
+        input channel after another. The weights' zero point is ignored, as LiteRT ignores it.
+        (N, OH, OW, O) float32, cropped."""
         n, h, wd, c = x.shape
         q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-        less = q.reshape(x.shape).astype(np.int32) - offset.reshape(n, 1, 1, 1)
+        # Channels first, as float32 (|code - offset| <= 255 and every product below is exact).
+        shifted = q.reshape(x.shape).astype(np.int32) - offset.reshape(n, 1, 1, 1)
+        less = np.ascontiguousarray(np.moveaxis(shifted, 3, 0), dtype=np.float32)
         batch_scale = in_scale.astype(np.float32).reshape(n, 1, 1, 1)
         scales = np.asarray(self.scales, np.float32)
         buf = self._uncropped(n, out_hw, codes.shape[0], np.float32)
         _, end_h, end_w, _ = buf.shape
         (kh, kw), (sh, sw) = self.kernel_hw, self.stride
+        outs = codes.shape[0]
+        batch_scale = batch_scale.reshape(1, n, 1, 1, 1)
         for ky in reversed(range(kh)):
-            ys = range(ky, end_h, sh)[:h]
             for kx in reversed(range(kw)):
                 xs = range(kx, end_w, sw)[:wd]
-                if not len(ys) or not len(xs):
-                    continue
-                target = buf[:, ys.start : ys.stop : sh, xs.start : xs.stop : sw]
-                pixels = less[:, : len(ys), : len(xs)]
-                for ic in range(c):
-                    product = pixels[..., ic, None] * codes[:, ky, kx, ic]
-                    target += product.astype(np.float32) * scales * batch_scale
+                ys = range(ky, end_h, sh)[:h]
+                weights = codes[:, ky, kx, :].T.reshape(c, 1, 1, 1, outs).astype(np.float32)
+                step = max(1, _HYBRID_STEP_BYTES // max(1, 4 * n * len(xs) * c * outs))
+                for first in range(0, len(ys), step):
+                    rows = ys[first : first + step]
+                    if not len(rows) or not len(xs):
+                        continue
+                    target = buf[:, rows.start : rows.stop : sh, xs.start : xs.stop : sw]
+                    pixels = less[:, :, first : first + len(rows), : len(xs), None]
+                    products = np.empty((c, n, len(rows), len(xs), outs), np.float32)
+                    # |code - offset| * |weight| <= 255 * 128: exact in float32
+                    np.multiply(pixels, weights, out=products)
+                    products *= scales
+                    products *= batch_scale
+                    total = np.array(target)  # contiguous: adds over strided rows cost 3x
+                    for channel in products:  # in turn: each output's chain of additions
+                        total += channel
+                    target[...] = total
         return np.ascontiguousarray(self._cropped(buf, out_hw))
 
     def _requantize_exact(self, acc: np.ndarray) -> np.ndarray:

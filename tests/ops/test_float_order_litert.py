@@ -229,3 +229,31 @@ def test_hybrid_transpose_conv_adds_each_product_in_litert_order(
         version=3 if bias else 2,
     )
     _assert_same(got, want)
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+@pytest.mark.parametrize("shape", [(1, 32, 32, 37), (1003,)])
+def test_float_gelu_is_eigens(approximate, shape) -> None:
+    """float32 GELU is an Eigen expression in LiteRT: Eigen's erfc (exact form) or its cube
+    and tanh (approximation), packet tails included."""
+    x = _values(shape, 51, 3.0, [0.0, -0.0, 12.0, -12.0, 1.0, -1.0, INF, -INF, NAN])
+    got, want = run_both("GELU", [Operand(x)], shape, np.float32, {"approximate": approximate})
+    _assert_same(got, want)
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+@pytest.mark.parametrize("dtype, scale, zero", [(np.int8, 0.05, -3), (np.int16, 0.001, 0)])
+def test_quantized_gelu_tabulates_the_c_library_functions(approximate, dtype, scale, zero) -> None:
+    """The quantized GELU's table is LiteRT's scalar GeluTransform: erfcf or tanhf."""
+    info = np.iinfo(dtype)
+    x = np.arange(info.min, info.max + 1, dtype=dtype)
+    q = (np.array([scale], np.float32), np.array([zero], np.int64))
+    got, want = run_both(
+        "GELU",
+        [Operand(x, q=q)],
+        x.shape,
+        dtype,
+        {"approximate": approximate},
+        out_q=(np.array([scale * 0.9], np.float32), np.array([zero], np.int64)),
+    )
+    np.testing.assert_array_equal(got, want)

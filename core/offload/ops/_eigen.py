@@ -9,11 +9,13 @@ redux) and checked bit for bit against LiteRT's SOFTMAX and LOGISTIC on single-o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from offload.ops._libm import expf
 
-__all__ = ["PACKET", "pexp", "logistic", "tanh", "column_sums"]
+__all__ = ["PACKET", "pexp", "logistic", "tanh", "erfc", "column_sums"]
 
 # Floats per SSE packet.
 PACKET = 4
@@ -131,6 +133,71 @@ def tanh(x: np.ndarray) -> np.ndarray:
         x2 = xc * xc
         p = xc * x2 * _horner(x2, _TANH_NUMERATOR) + xc
         return p / _horner(x2, _TANH_DENOMINATOR)
+
+
+# generic_fast_erfc<float>: 1 + x S(x^2) for |x| <= 1; beyond, exp(-x^2) (its low part
+# corrected) times P(1/x^2) / (x Q(1/x^2)), plus 2 for negative x; x clamped to [-11, 11].
+_ERFC_SMALL = tuple(
+    map(
+        _F,
+        (
+            5.61802298761904239654541015625e-04,
+            -4.91381669417023658752441406250e-03,
+            2.67075151205062866210937500000e-02,
+            -1.12800106406211853027343750000e-01,
+            3.76122951507568359375000000000e-01,
+            -1.12837910652160644531250000000e00,
+        ),
+    )
+)
+_ERFC_NUMERATOR = tuple(
+    map(
+        _F,
+        (
+            1.0208116471767425537109375e-01,
+            4.2920666933059692382812500e-01,
+            3.2379078865051269531250000e-01,
+            5.3971976041793823242187500e-02,
+        ),
+    )
+)
+_ERFC_DENOMINATOR = tuple(
+    map(
+        _F,
+        (
+            1.7251677811145782470703125e-02,
+            3.9137163758277893066406250e-01,
+            1.0,
+            6.2173241376876831054687500e-01,
+            9.5662862062454223632812500e-02,
+        ),
+    )
+)
+
+
+def _erfc_with(x: np.ndarray, exp: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    x = np.clip(x, _F(-11), _F(11))
+    x2 = x * x
+    small = x * _horner(x2, _ERFC_SMALL) + _F(1)
+    # twoprod_low: the exact rounding error of x * x (a float32 product is exact in float64)
+    low = (x.astype(np.float64) * x - x2).astype(_F)
+    e = exp(-x2)
+    z = e - e * low
+    ratio = _horner(_F(1) / x2, _ERFC_NUMERATOR) / (x * _horner(_F(1) / x2, _ERFC_DENOMINATOR))
+    large = z * ratio + np.where(x < 0, _F(2), _F(0))
+    return np.where(x2 > _F(1), large, small)
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """``array.erfc()`` on float32 (Eigen's generic_fast_erfc, no FMA): whole packets with the
+    packet exp, the last size % 4 elements with std::exp."""
+    flat = np.asarray(x, _F).reshape(-1)
+    lanes = flat.size // PACKET * PACKET
+    out = np.empty_like(flat)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        out[:lanes] = _erfc_with(flat[:lanes], _packet_exp)
+        out[lanes:] = _erfc_with(flat[lanes:], expf)
+    return out.reshape(np.shape(x))
 
 
 def _sequential_sum(columns: np.ndarray) -> np.ndarray:

@@ -1,7 +1,8 @@
 """GELU: 0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation when ``approximate``.
 
 The exact form is written with erfc, as TFLite does, to avoid cancellation for large negative
-x. float16 rounds to half after every step, as LiteRT's Eigen::half arithmetic does.
+x. float32 is LiteRT's kernel bit for bit: an Eigen expression, with Eigen's erfc and tanh.
+float16 rounds to half after every step, as LiteRT's Eigen::half arithmetic does.
 Quantized inputs (int8, uint8, int16) go through TFLite's lookup tables of the float form.
 """
 
@@ -11,7 +12,9 @@ import math
 
 import numpy as np
 
+from offload.ops import _eigen
 from offload.ops._elementwise import QuantizedFn, UnaryOp
+from offload.ops._libm import erfcf, tanhf
 from offload.ops._registry import register
 from offload.ops._types import accepts
 
@@ -19,16 +22,35 @@ _ERFC = np.frompyfunc(math.erfc, 1, 1)
 _SQRT_2_OVER_PI = np.float32(math.sqrt(2.0 / math.pi))
 
 
+_MINUS_SQRT_HALF = np.float32(-math.sqrt(0.5))
+_HALF, _ONE, _CUBIC = np.float32(0.5), np.float32(1.0), np.float32(0.044715)
+
+
 def _gelu(x: np.ndarray) -> np.ndarray:
+    """float32 GELU as LiteRT's kernel evaluates it: an Eigen array expression, so Eigen's
+    erfc (:func:`offload.ops._eigen.erfc`)."""
     x = np.asarray(x, np.float32)
-    erfc = np.asarray(_ERFC(x.astype(np.float64) * -math.sqrt(0.5)), np.float64).astype(np.float32)
-    return np.float32(0.5) * x * erfc
+    return (_HALF * x) * _eigen.erfc(x * _MINUS_SQRT_HALF)
 
 
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """The tanh approximation as LiteRT's kernel evaluates it: Eigen's cube and tanh."""
     x = np.asarray(x, np.float32)
-    inner = _SQRT_2_OVER_PI * (x + np.float32(0.044715) * x * x * x)
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))
+    inner = _SQRT_2_OVER_PI * (x + _CUBIC * ((x * x) * x))
+    return (_HALF * x) * (_ONE + _eigen.tanh(inner))
+
+
+def _gelu_table(x: np.ndarray) -> np.ndarray:
+    """GeluTransform, the scalar function LiteRT tabulates for quantized inputs: the C
+    library's erfcf."""
+    x = np.asarray(x, np.float32)
+    return (_HALF * x) * erfcf(x * _MINUS_SQRT_HALF)
+
+
+def _gelu_tanh_table(x: np.ndarray) -> np.ndarray:
+    """GeluTransformApproximate: the C library's tanhf, the cube multiplied left to right."""
+    x = np.asarray(x, np.float32)
+    return (_HALF * x) * (_ONE + tanhf(_SQRT_2_OVER_PI * (x + ((_CUBIC * x) * x) * x)))
 
 
 def _gelu_half(x: np.ndarray, approximate: bool) -> np.ndarray:
@@ -59,7 +81,7 @@ class Gelu(UnaryOp):
         super().setup()
 
     def quantized(self) -> QuantizedFn:
-        return self.float_lut(_gelu_tanh if self.approximate else _gelu)
+        return self.float_lut(_gelu_tanh_table if self.approximate else _gelu_table)
 
     def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # ``out`` is UnaryOp's; never given here, as writes_into holds only for UnaryOp.run.
@@ -69,4 +91,5 @@ class Gelu(UnaryOp):
         if self.dtype == np.float16:
             return _gelu_half(x, self.approximate)
         fn = _gelu_tanh if self.approximate else _gelu
-        return np.asarray(fn(x)).astype(self.dtype, copy=False)
+        with np.errstate(all="ignore"):  # infinities: 0 * inf is NaN, as in LiteRT
+            return np.asarray(fn(x)).astype(self.dtype, copy=False)

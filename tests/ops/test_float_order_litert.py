@@ -257,3 +257,12 @@ def test_quantized_gelu_tabulates_the_c_library_functions(approximate, dtype, sc
         out_q=(np.array([scale * 0.9], np.float32), np.array([zero], np.int64)),
     )
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(4, 37), (8, 9), (6, 3), (3, 1000), (2, 7, 9)])
+def test_float_log_softmax_is_litert_bit_for_bit(shape) -> None:
+    """Per row, Eigen's exp and sum with packets from the row's first element (the
+    expression has no known alignment), then logf; rows shorter than a packet included."""
+    x = _values(shape, 61, 3.0, [])
+    got, want = run_both("LOG_SOFTMAX", [Operand(x)], shape, np.float32)
+    _assert_same(got, want)

@@ -15,7 +15,7 @@ import numpy as np
 
 from offload.ops._libm import expf
 
-__all__ = ["PACKET", "pexp", "logistic", "tanh", "erfc", "column_sums"]
+__all__ = ["PACKET", "pexp", "logistic", "tanh", "erfc", "column_sums", "row_exp_sums"]
 
 # Floats per SSE packet.
 PACKET = 4
@@ -251,3 +251,21 @@ def column_sums(rows: np.ndarray) -> np.ndarray:
             total += group[:, k]
         sums[index] = total
     return sums
+
+
+def row_exp_sums(rows: np.ndarray) -> np.ndarray:
+    """``(expression).exp().sum()`` of each row of a (rows, n) float32 array, where the
+    expression (``x - max`` in LiteRT's LOG_SOFTMAX) has no data pointer, so Eigen knows no
+    alignment: whole packets from each row's first element, exp and sums alike (pexp_float,
+    :func:`_packet_sum`), then the last n % 4 elements through std::exp, added in order; rows
+    shorter than a packet are scalar throughout."""
+    rows = np.asarray(rows, _F)
+    n = rows.shape[1]
+    whole = n // PACKET * PACKET
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        if not whole:
+            return _sequential_sum(expf(rows))
+        total = _packet_sum(_packet_exp(rows[:, :whole]))
+        for k in range(whole, n):
+            total += expf(rows[:, k])
+    return total

@@ -1,5 +1,6 @@
-"""LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32. A scalar
-has no last axis and is refused at allocate.
+"""LOG_SOFTMAX over the last axis: x - max - log(sum(exp(x - max))), in float32 as LiteRT's
+optimized kernel (Eigen's exp and sum per row, :func:`offload.ops._eigen.row_exp_sums`, then
+the C library's logf). A scalar has no last axis and is refused at allocate.
 
 int8/uint8 (LiteRT's optimized path): the same in float with a table of exp(s (x - max)),
 rounded half to even (``rint``) onto the fixed output scale 16/256.
@@ -12,7 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._eigen import row_exp_sums
 from offload.ops._elementwise import is_quantized, scale_zp
+from offload.ops._libm import logf
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
 from offload.ops._types import accepts
@@ -48,8 +51,9 @@ class LogSoftmax(OpKernel):
             return self._run_quantized(x)
         x = np.asarray(x, np.float32)
         shifted = x - x.max(axis=-1, keepdims=True)
-        out = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        return out.astype(self.dtype)
+        # LiteRT's optimized kernel, per row: std::log of Eigen's sum of Eigen's exp.
+        sums = row_exp_sums(shifted.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], 1)
+        return (shifted - logf(sums)).astype(self.dtype)
 
     def _run_quantized(self, x: np.ndarray) -> np.ndarray:
         xi = x.astype(np.int32)

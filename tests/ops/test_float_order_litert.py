@@ -266,3 +266,11 @@ def test_float_log_softmax_is_litert_bit_for_bit(shape) -> None:
     x = _values(shape, 61, 3.0, [])
     got, want = run_both("LOG_SOFTMAX", [Operand(x)], shape, np.float32)
     _assert_same(got, want)
+
+
+@pytest.mark.parametrize("shape", [(1, 14, 14, 37), (3, 1000), (5, 3)])
+def test_float_l2_normalization_adds_squares_in_order(shape) -> None:
+    """LiteRT's loop: each vector's squares added one after another, sqrt, then a divide."""
+    x = _values(shape, 71, 3.0, [])
+    got, want = run_both("L2_NORMALIZATION", [Operand(x)], shape, np.float32)
+    _assert_same(got, want)

@@ -108,6 +108,8 @@ def sequential(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...]) -> np.ndar
     which rounds differently in floating point."""
     kept = [a for a in range(x.ndim) if a not in axes]
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if count == 0:  # nothing to reduce: the operation's identity (0 for a sum)
+        return np.full(reduced_shape(x.shape, axes, True), ufunc.identity, x.dtype)
     # Reduced axes first: accumulate walks them in order for every output at once.
     rows = np.transpose(x, sorted(axes) + kept).reshape(count, -1)
     result = ufunc.accumulate(rows, axis=0, dtype=x.dtype)[-1]

@@ -8,6 +8,7 @@ import numpy as np
 
 from offload.errors import UnsupportedOpError
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._reduce import sequential
 from offload.ops._registry import register
 from offload.ops._types import accepts
 
@@ -35,6 +36,7 @@ class L2Normalization(OpKernel):
             )
 
     def run(self, x: np.ndarray) -> np.ndarray:
-        squares = np.add.reduce(x * x, axis=-1, keepdims=True, dtype=np.float32)
+        # LiteRT's loop adds the squares of each vector in order (numpy would pair them).
+        squares = sequential(np.add, np.asarray(x * x, np.float32), (x.ndim - 1,))
         norm = np.maximum(np.sqrt(squares), _EPSILON)
         return (x / norm).astype(np.float32)

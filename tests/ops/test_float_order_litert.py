@@ -274,3 +274,30 @@ def test_float_l2_normalization_adds_squares_in_order(shape) -> None:
     x = _values(shape, 71, 3.0, [])
     got, want = run_both("L2_NORMALIZATION", [Operand(x)], shape, np.float32)
     _assert_same(got, want)
+
+
+def test_float_pow_is_the_c_librarys_powf() -> None:
+    """POW calls std::pow: the C library's powf, broadcast, with zeros, negatives and
+    infinities among the bases and exponents."""
+    rng = np.random.default_rng(81)
+    base = (np.abs(rng.standard_normal((1, 12, 12, 19))) * 3).astype(np.float32)
+    base.flat[:8] = [0.0, -0.0, -2.0, INF, 1.0, NAN, 1e-30, 3e30]
+    exponent = (rng.standard_normal((1, 1, 1, 19)) * 2).astype(np.float32)
+    exponent.flat[:4] = [0.0, -1.0, 2.0, 0.5]
+    got, want = run_both(
+        "POW", [Operand(base), Operand(exponent, const=True)], base.shape, np.float32
+    )
+    _assert_same(got, want)
+
+
+def test_the_windowed_powf_equals_the_c_library_everywhere() -> None:
+    library = ctypes.util.find_library("m")
+    if library is None:
+        pytest.skip("no C math library to compare with (ctypes.util.find_library('m'))")
+    reference = ctypes.CDLL(library).powf
+    reference.argtypes, reference.restype = [ctypes.c_float, ctypes.c_float], ctypes.c_float
+    rng = np.random.default_rng(82)
+    a = np.abs(rng.standard_normal(20_000) * np.exp(rng.uniform(-5, 5, 20_000))).astype(np.float32)
+    b = (rng.standard_normal(20_000) * 4).astype(np.float32)
+    want = np.array([reference(float(x), float(y)) for x, y in zip(a, b)], np.float32)
+    _assert_same(_libm.powf(a, b), want)

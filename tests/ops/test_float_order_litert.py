@@ -301,3 +301,21 @@ def test_the_windowed_powf_equals_the_c_library_everywhere() -> None:
     b = (rng.standard_normal(20_000) * 4).astype(np.float32)
     want = np.array([reference(float(x), float(y)) for x, y in zip(a, b)], np.float32)
     _assert_same(_libm.powf(a, b), want)
+
+
+@pytest.mark.parametrize(
+    "cin, cout, kernel", [(288, 96, 1), (576, 24, 1), (1152, 12, 1), (128, 20, 3), (3000, 16, 1)]
+)
+def test_a_deep_conv_in_a_qat_graph_sums_eigens_depth_blocks(cin, cout, kernel) -> None:
+    """Past one of Eigen's depth blocks (kc, from the L1 data cache), each block is summed
+    in LiteRT's order and the blocks added in turn: channel groups of 8, 4 and the rest."""
+    rng = np.random.default_rng(cin + cout)
+    size = 5
+    x = rng.standard_normal((1, size, size, cin)).astype(np.float32)
+    w = (rng.standard_normal((cout, kernel, kernel, cin)) * 0.1).astype(np.float32)
+    bias = (rng.standard_normal(cout) * 0.1).astype(np.float32)
+    options = {"padding": 0, "stride_w": 1, "stride_h": 1}
+    content = _requantized("CONV_2D", x, w, bias, (1, size, size, cout), options)
+    ours, theirs = _both(content, x)
+    _assert_same(ours[0], theirs[0])
+    np.testing.assert_array_equal(ours[1], theirs[1])

@@ -12,10 +12,12 @@ where that is provably exact (:class:`RuyRequantizer`) instead of in int64 passe
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -61,6 +63,7 @@ __all__ = [
     "gemm_dtype",
     "float32_k_splits",
     "IntegerGemm",
+    "eigen_depth_blocks",
     "eigen_order_dots",
     "float_order_matters",
     "eigen_order_gemv",
@@ -498,12 +501,12 @@ class RuyRequantizer:
 # of 4, add them pairwise ((0 + 1) + (2 + 3)), then the rest. Pixels go in groups of 4; the
 # last M % 4 are one chain in every channel. The bias comes after, then the activation's
 # clamp. Found by matching LiteRT bit for bit on builder-made convolutions (random M, K, N;
-# one thread and the default pool). It holds while K fits one of Eigen's depth blocks (kc),
-# which depends on the CPU's L1 size: 576 here, at least 288 with a 32 KiB L1. Tiny products
+# one thread and the default pool). Past one of Eigen's depth blocks (kc, from the CPU's L1
+# data cache: 1016 with 48 KiB, 680 with 32 KiB) each block is summed so and the blocks added
+# in turn (eigen_depth_blocks). Tiny products
 # (M + N + K < 20) take other Eigen paths; a single output pixel or a single output channel
 # is Eigen's matrix-vector product (eigen_order_gemv, eigen_order_dots), at any depth. BLAS sums in
 # another order and differs in the last bit on ~30-60% of outputs.
-SEQUENTIAL_MAX_DEPTH = 256
 
 _hybrid_subgraphs: dict[int, bool] = {}
 
@@ -516,11 +519,59 @@ _ORDERED_MIN_PIXELS = 4096
 _ORDERED_PASS_ELEMENTS = 1 << 16
 
 
+@functools.cache
+def _l1_data_bytes() -> int:
+    """The first CPU's level-1 data cache, as the CPUID Eigen asks reports it (Linux's
+    sysfs); 32 KiB, Eigen's x86 default, where it cannot be read."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for index in sorted(root.glob("index*")):
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            if level == "1" and kind in ("Data", "Unified"):
+                text = (index / "size").read_text().strip().upper()
+                scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+                return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return 32 * 1024
+
+
+def eigen_depth_blocks(depth: int) -> list[slice]:
+    """The depth blocks (kc) Eigen's GEMM splits K into: as deep as a packed lhs panel of 8
+    rows and an rhs panel of 4 columns fit in the L1 data cache beside their 8 x 4 results,
+    a multiple of 8, then evened out so the last block is as long as the others allow
+    (computeProductBlockingSizes; found bit for bit against LiteRT for K up to 3000)."""
+    most = max(((_l1_data_bytes() - 8 * 4 * 4) // (8 * 4 + 4 * 4)) & ~7, 1)
+    if depth <= most:
+        return [slice(0, depth)]
+    size = most
+    if depth % most:
+        size = most - 8 * ((most - 1 - depth % most) // (8 * (depth // most + 1)))
+    return [slice(k, min(k + size, depth)) for k in range(0, depth, size)]
+
+
 def eigen_order_matmul(rows: np.ndarray, weights: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``rows`` (M, K) @ ``weights`` (K, N) in float32 with the roundings and the order of
-    additions of LiteRT's float CONV_2D (see above). Over chunks of pixels, one product
+    additions of LiteRT's float CONV_2D (see above): each of Eigen's depth blocks
+    (:func:`eigen_depth_blocks`) summed on its own, then the blocks added in turn."""
+    blocks = eigen_depth_blocks(weights.shape[0])
+    _eigen_block_matmul(rows, weights, out, blocks[0])
+    if len(blocks) > 1:
+        part = np.empty_like(out)
+        for block in blocks[1:]:
+            out += _eigen_block_matmul(rows, weights, part, block)
+    return out
+
+
+def _eigen_block_matmul(
+    rows: np.ndarray, weights: np.ndarray, out: np.ndarray, block: slice
+) -> np.ndarray:
+    """One depth block of :func:`eigen_order_matmul`. Over chunks of pixels, one product
     (N, pixels) per k is added to the chains it belongs to, so every pass runs along pixels
     in cache; about five times a BLAS GEMM's cost, so only where the last bit matters."""
+    if block != slice(0, weights.shape[0]):
+        rows, weights = rows[:, block], weights[block]
     depth, width = weights.shape
     full = width - width % 8
     half = full + (4 if width % 8 >= 4 else 0)

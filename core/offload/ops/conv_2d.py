@@ -26,7 +26,6 @@ from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._conv import (
     REQUANTIZE_BYTES,
     ROWS_PER_CHUNK_ELEMENTS,
-    SEQUENTIAL_MAX_DEPTH,
     TRANSPOSED_GATHER_MAX_CHANNELS,
     IntegerGemm,
     Rounding,
@@ -148,12 +147,11 @@ class Conv2D(OpKernel):
             need += 0 if pointwise else 4 * (padded + rows * depth)
             if c != f_in:  # grouped: the patches regrouped, the product transposed back
                 return need + 4 * (rows * depth + elements)
-            if kh * kw * f_in > SEQUENTIAL_MAX_DEPTH and co != 1:
-                return need
-            # eigen_order_matmul's transposed patches and pixel chunks, gemv's products, or
+            # Where LiteRT's order is followed (only the kernel knows): eigen_order_matmul's
+            # transposed patches, pixel chunks and a depth block's sums, gemv's products, or
             # eigen_order_dots' products and four chains over every pixel
             pixels = rows if co == 1 else min(rows, max(4096, 65536 // max(co, 1)))
-            return need + 4 * (rows * depth + 5 * co * pixels + weights)
+            return need + 4 * (rows * depth + 5 * co * pixels + weights + rows * co)
         width = max(depth, co)
         fast = min(out[1], _chunk_lines(ROWS_PER_CHUNK_ELEMENTS, ow, width)) * ow  # pixels
         exact = min(out[1], _chunk_lines(ROWS_PER_CHUNK_ELEMENTS // _EXACT_CHUNK_SHARE, ow, width))
@@ -204,14 +202,12 @@ class Conv2D(OpKernel):
         if self.kind == "hybrid" and self.w is not None and self.groups == 1:
             column_sums = np.rint(self.w[0].sum(axis=0))
             self._hybrid = (IntegerGemm(np.int8, self.w[0]), column_sums)
-        # Where float results are quantized again (dynamic-range and QAT models), small float
+        # Where float results are quantized again (dynamic-range and QAT models), float
         # convolutions sum in LiteRT's order.
         self._sequential = (
             self.kind == "float"
             and self.w is not None
             and self.groups == 1
-            # Eigen's matrix-vector product (one filter) has no depth blocks to follow.
-            and (self.w.shape[1] <= SEQUENTIAL_MAX_DEPTH or self.w.shape[2] == 1)
             and float_order_matters(self.subgraph)
         )
         self.writes_into = (

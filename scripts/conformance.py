@@ -57,6 +57,7 @@ class Verdict:
     first_divergence: str = ""
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    folder: str = ""  # the corpus: fixtures and full-size models share names
 
     @property
     def conforms(self) -> bool:
@@ -97,7 +98,7 @@ def output_rows(path: Path, result: PerNodeDiff) -> list:
 
 
 def check_model(path: Path, model_type: str, kinds: list[str], draws: int) -> Verdict:
-    verdict = Verdict(path.name, model_type)
+    verdict = Verdict(path.name, model_type, folder=path.parent.name)
     start = time.perf_counter()
     for seed, kind in enumerate(kind for kind in kinds for _ in range(draws)):
         result = diff_per_node(
@@ -170,12 +171,17 @@ def markdown(verdicts: list[Verdict], kinds: list[str], draws: int) -> str:
 
 
 def by_architecture(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
-    """The verdicts grouped by model and type, the weight seeds of one together."""
-    groups: dict[str, list[Verdict]] = {}
+    """The verdicts grouped by model and type, the weight seeds of one together; with several
+    folders, each row names its folder."""
+    groups: dict[tuple[str, str], list[Verdict]] = {}
     for v in verdicts:
         name = re.sub(r"_seed\d+$", "", v.model.removesuffix(".tflite"))
-        groups.setdefault(name, []).append(v)
-    return groups
+        groups.setdefault((v.folder, name), []).append(v)
+    return (
+        {name: group for (_, name), group in groups.items()}
+        if len({folder for folder, _ in groups}) == 1
+        else {f"{name} ({folder})": group for (folder, name), group in groups.items()}
+    )
 
 
 def merged(name: str, group: list[Verdict]) -> Verdict:

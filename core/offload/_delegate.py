@@ -104,7 +104,8 @@ class DelegateKernel:
         """React to new input shapes (called after init and after every resize)."""
 
     def invoke(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
-        """Compute ``partition.outputs`` from arrays for ``partition.inputs``, in that order."""
+        """Compute ``partition.outputs`` from arrays for ``partition.inputs``, in that order
+        (None at a position whose value :meth:`take_input` took)."""
         raise NotImplementedError(f"{type(self).__name__} needs invoke()")
 
     def memory_bytes(self) -> Mapping[str, int]:
@@ -132,6 +133,26 @@ class DelegateKernel:
         ``Interpreter.delegate_profile()``: a :class:`DeviceProfile` or a mapping of its
         fields. Optional; None (the default) means no device profile."""
         return None
+
+    def take_input(self, position: int, value: np.ndarray) -> bool:
+        """Take a model input straight from ``Interpreter.set_tensor``: copy ``value`` (the
+        caller's array, read-only) into the engine as partition input ``position`` now,
+        instead of the interpreter copying it into a buffer of its own and ``invoke`` copying
+        it again. Return True when taken: until the input is set again, ``invoke`` receives
+        None at that position (the value is already in the engine), and the interpreter asks
+        :meth:`read_input` for it whenever something else needs it (``get_tensor``, a view,
+        the CPU taking the partition over). Return False (the default) and nothing changes.
+
+        Offered only for model inputs this partition alone reads, never for state, and no
+        more for a tensor once a view of it (``Interpreter.tensor``) has been handed out. An
+        engine whose copy is the one copy LiteRT makes (LiteRT's own ``set_tensor``, an
+        OpenVINO input tensor) saves one copy of every input per run this way."""
+        return False
+
+    def read_input(self, position: int) -> np.ndarray:
+        """The value :meth:`take_input` last took at ``position``, as a new array. Required
+        of a kernel whose ``take_input`` returns True."""
+        raise NotImplementedError(f"{type(self).__name__} takes inputs but has no read_input()")
 
     #: Set by a kernel whose ``invoke`` returns new arrays every time and never touches them
     #: again: the interpreter then takes them as they are. Otherwise (the default) it copies

@@ -16,7 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -126,6 +126,13 @@ class Executor:
         # Set by the Interpreter when the program named the delegates: a fragmented plan then
         # gets one PartitionCostWarning (auto and the default reject such plans instead).
         self.warn_partition_cost = False
+        # Model inputs a delegate kernel can take straight from set_tensor (DelegateKernel.
+        # take_input): tensor -> (kernel, input position), from the latest allocate; those it
+        # holds now, whose buffer here is stale until taken back; and those never to hand over
+        # again, since a view of their buffer is out.
+        self.takers: dict[int, tuple[DelegateKernel, int]] = {}
+        self.handed: dict[int, tuple[DelegateKernel, int]] = {}
+        self.viewed: set[int] = set()
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -315,6 +322,8 @@ class Executor:
             ) from exc
 
     def _allocate(self) -> None:
+        # Kernels may be prepared again below, and their engines' buffers with them.
+        self.take_back_all()
         self._infer_shapes()
         plan = self.planned()
         sg = self.subgraph  # after planning: folding at planning time replaces it
@@ -373,7 +382,81 @@ class Executor:
         keep = self._assign_liveness(compiled)
         self._attach_arena(compiled, keep)
         self.compiled = compiled
+        self.takers = self._find_takers(compiled)
         self.allocated = True
+
+    def _find_takers(self, compiled: list[CompiledStep]) -> dict[int, tuple[DelegateKernel, int]]:
+        """The model inputs that one delegate partition alone reads, once, and whose kernel
+        takes inputs (:meth:`DelegateKernel.take_input`)."""
+        sg = self.subgraph
+        readers: dict[int, int] = {}
+        for cs in compiled:
+            for t in cs.inputs:
+                readers[t] = readers.get(t, 0) + 1
+        takers: dict[int, tuple[DelegateKernel, int]] = {}
+        for cs in compiled:
+            kernel = self.delegate_kernels.get(cs.step.index) if cs.kernel is None else None
+            if kernel is None or type(kernel).take_input is DelegateKernel.take_input:
+                continue
+            for position, t in enumerate(cs.inputs):
+                tensor = sg.tensors[t] if t >= 0 else None
+                if (
+                    tensor is not None
+                    and t in sg.inputs
+                    and t not in sg.outputs
+                    and readers[t] == 1
+                    and not tensor.is_variable
+                ):
+                    takers[t] = (kernel, position)
+        return takers
+
+    # -- inputs held by a delegate kernel -----------------------------------------------------
+
+    def hand_over(self, t: int, value: np.ndarray) -> bool:
+        """Offer model input ``t``'s new value to the kernel that alone reads it; True when
+        it took it (the buffer here is then stale until :meth:`take_back`)."""
+        taker = self.takers.get(t)
+        if taker is None or t in self.viewed:
+            self.handed.pop(t, None)
+            return False
+        kernel, position = taker
+        try:
+            taken = bool(kernel.take_input(position, _read_only(value)))
+        except Exception:  # the copy the interpreter makes instead is always right
+            taken = False
+        if taken:
+            self.handed[t] = taker
+        else:
+            self.handed.pop(t, None)
+        return taken
+
+    def take_back(self, t: int) -> None:
+        """Bring input ``t``'s value back from the kernel holding it into its buffer here."""
+        taker = self.handed.pop(t, None)
+        if taker is None:
+            return
+        kernel, position = taker
+        tensor = self.subgraph.tensors[t]
+        buf = self.buffers[t]
+        try:
+            value = np.asarray(kernel.read_input(position))
+        except Exception as exc:
+            raise DelegateError(
+                f"input tensor {t} ({tensor.name!r}) was taken by a delegate kernel "
+                f"({type(kernel).__name__}), which could not give it back: "
+                f"{type(exc).__name__}: {exc}; set it again"
+            ) from exc
+        if buf is None or value.shape != buf.shape or value.dtype != buf.dtype:
+            raise DelegateError(
+                f"input tensor {t} ({tensor.name!r}): the delegate kernel that took it gave "
+                f"back {value.dtype}{list(value.shape)}, expected "
+                f"{tensor.dtype}{list(self.shapes[t])}; set it again"
+            )
+        np.copyto(buf, value)
+
+    def take_back_all(self) -> None:
+        for t in list(self.handed):
+            self.take_back(t)
 
     def _attach_arena(self, compiled: list[CompiledStep], keep: set[int]) -> None:
         """Give kernels that can write into a preallocated array their output's arena slot.
@@ -497,9 +580,12 @@ class Executor:
         bufs = self.buffers
         profile = self.profile
         compiled = self.compiled
+        handed = self.handed
         for pos in range(first, len(compiled)):
             cs = compiled[pos]
             args = [bufs[i] if i >= 0 else None for i in cs.inputs]
+            if handed and cs.kernel is None:  # the values its kernel took are in it already
+                args = [None if i in handed else a for i, a in zip(cs.inputs, args)]
             try:
                 if profile is None:
                     result = cs.run(*args)
@@ -581,6 +667,7 @@ class Executor:
         )
         if not self.allow_cpu_fallback:
             raise DelegateError(message) from exc
+        self.take_back_all()  # the CPU reads the inputs the kernel held from here on
         warnings.warn(
             f"{message}; running that partition on the CPU for the rest of this interpreter's life",
             stacklevel=4,
@@ -635,10 +722,12 @@ def _partition_runner(kernel: DelegateKernel, variable: Sequence[bool]) -> Calla
     state): a delegate that writes into one fails, instead of changing the user's input tensor
     or another node's result behind the interpreter's back."""
 
-    def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
+    def run(*inputs: np.ndarray | None) -> Sequence[np.ndarray]:
         views = [
-            array if writable else _read_only(array) for array, writable in zip(inputs, variable)
+            array if writable or array is None else _read_only(array)
+            for array, writable in zip(inputs, variable)
         ]
-        return kernel.invoke(views)
+        # None only where the kernel took the value (take_input), which it then expects.
+        return kernel.invoke(cast(list[np.ndarray], views))
 
     return run

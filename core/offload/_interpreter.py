@@ -354,6 +354,8 @@ class Interpreter:
                 f"Cannot set tensor {t.index} ({t.name!r}): expected shape {list(expected)}, "
                 f"found {list(value.shape)}; call resize_tensor_input() first to change it"
             )
+        if ex.allocated and ex.hand_over(t.index, value):
+            return  # copied straight into the engine of the partition that alone reads it
         buf = ex.buffers[t.index]
         if buf is None or buf.shape != value.shape or not buf.flags.writeable:
             ex.buffers[t.index] = np.array(value, copy=True)
@@ -366,6 +368,8 @@ class Interpreter:
         if not isinstance(subgraph_index, (int, np.integer)) or subgraph_index != 0:
             return self._get_subgraph_tensor(tensor_index, subgraph_index)
         t = self._check_index(tensor_index)
+        if t.index in self._executor.handed:
+            self._executor.take_back(t.index)
         buf = self._executor.buffers[t.index]
         if buf is None:
             if t.sparsity is not None:
@@ -407,6 +411,9 @@ class Interpreter:
     def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
         t = self._check_index(tensor_index)
         ex = self._executor
+        # A view writes and reads this buffer directly: a kernel must not hold the value.
+        ex.viewed.add(t.index)
+        ex.take_back(t.index)
 
         def view() -> np.ndarray:
             buf = ex.buffers[t.index]
@@ -745,6 +752,7 @@ class SignatureRunner:
         if resized or not ex.allocated:
             ex.allocate()
         for name, value in inputs.items():
+            ex.handed.pop(self._signature.inputs[name], None)
             ex.buffers[self._signature.inputs[name]] = np.array(value, copy=True)
         ex.invoke()
         outputs: dict[str, np.ndarray] = {}

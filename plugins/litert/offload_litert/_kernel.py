@@ -111,6 +111,7 @@ class LiteRTKernel(DelegateKernel):
         if failure is not None:
             raise litert_failure(f"could not allocate for input shapes {shapes}", failure, log)
         self._feeds = list(zip(self._inputs, self._positions, shapes))
+        self._feed_at = {position: k for k, position in enumerate(self._positions)}
         # Numeric inputs are copied into a view of LiteRT's buffer: the interpreter hands its
         # inputs over read-only, and LiteRT's set_tensor copies a read-only array twice (it
         # takes 11 us instead of 6 for a 128x128x3 float image). String tensors have no view;
@@ -125,13 +126,26 @@ class LiteRTKernel(DelegateKernel):
             np.dtype(d["dtype"]).kind in "biufc" for d in engine.get_output_details()
         )
 
-    def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def take_input(self, position: int, value: np.ndarray) -> bool:
+        # Straight from set_tensor into LiteRT's buffer: the one copy LiteRT itself makes.
+        k = self._feed_at.get(position)
+        if k is None or value.shape != self._feeds[k][2]:
+            return False
+        self._writers[k](value)
+        return True
+
+    def read_input(self, position: int) -> np.ndarray:
+        return np.asarray(self.engine.get_tensor(self._feeds[self._feed_at[position]][0]))
+
+    def invoke(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         engine = self.engine
         for (_, position, shape), write in zip(self._feeds, self._writers):
             array = inputs[position]
+            if array is None:  # taken by take_input: in LiteRT's buffer already
+                continue
             if array.shape != shape:
                 # A shape only the values settled (a RESHAPE to a computed shape upstream).
-                self._allocate([inputs[p].shape for p in self._positions])
+                self._reallocate(inputs)
                 return self.invoke(inputs)
             write(array)
         engine.invoke()
@@ -140,6 +154,22 @@ class LiteRTKernel(DelegateKernel):
             return [engine.get_tensor(i) for i in self._outputs]
         # np.array copies; the view of LiteRT's buffer it read is gone when the line ends.
         return [np.array(view()) for view in self._views]
+
+    def _reallocate(self, inputs: Sequence[np.ndarray | None]) -> None:
+        """Allocate for the shapes of ``inputs``, keeping the values LiteRT holds for the
+        positions it took (None), which allocating may not keep."""
+        held = {
+            k: self.engine.get_tensor(index)
+            for k, (index, position, _) in enumerate(self._feeds)
+            if inputs[position] is None
+        }
+        shapes = []
+        for _, position, shape in self._feeds:
+            array = inputs[position]
+            shapes.append(shape if array is None else tuple(array.shape))
+        self._allocate(shapes)
+        for k, value in held.items():
+            self._writers[k](value)
 
     def reset_variables(self) -> None:
         # LiteRT's ResetVariableTensors: the partition's state (exported as variables of its

@@ -64,6 +64,7 @@ class OpenVINOKernel(DelegateKernel):
         )
         self._dtypes = [tensors[partition.inputs[p]].dtype for p in self._positions]
         self._declared = [tuple(tensors[partition.inputs[p]].shape) for p in self._positions]
+        self._stage_at = {p: k for k, p in enumerate(self._positions)}
         self._fingerprint: str | None = None
         self._imported: np.ndarray | None = None  # the cache buffer an imported model reads
         self.compiled: Any = None
@@ -186,13 +187,30 @@ class OpenVINOKernel(DelegateKernel):
 
     # -- running ------------------------------------------------------------------------------
 
-    def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def take_input(self, position: int, value: np.ndarray) -> bool:
+        # Straight from set_tensor into the array OpenVINO reads: one copy instead of two.
+        k = self._stage_at.get(position)
+        if k is None or value.shape != self._stage[k].shape:
+            return False
+        np.copyto(self._stage[k], value)
+        return True
+
+    def read_input(self, position: int) -> np.ndarray:
+        return np.array(self._stage[self._stage_at[position]])
+
+    def invoke(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         stage = self._stage
         for k, p in enumerate(self._positions):
             array = inputs[p]
+            if array is None:  # taken by take_input: in OpenVINO's input already
+                continue
             if array.shape != stage[k].shape:
                 # A shape only the values settled (a RESHAPE to a computed shape upstream).
-                self.prepare([a.shape for a in inputs])
+                held = {q: self.read_input(q) for q, a in enumerate(inputs) if a is None}
+                shapes = [held[q].shape if a is None else a.shape for q, a in enumerate(inputs)]
+                self.prepare(shapes)
+                for q, value in held.items():
+                    np.copyto(self._stage[self._stage_at[q]], value)
                 return self.invoke(inputs)
             np.copyto(stage[k], array)
         self._infer(share_outputs=True)

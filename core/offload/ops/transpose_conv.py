@@ -523,64 +523,44 @@ class TransposeConv(OpKernel):
         registration runs too): each batch quantized asymmetrically, then every single product
         ``(code - offset) * weight`` turned to float, times the channel's scale, times the
         batch's, and added to a zeroed output in the loop order input row, column, channel,
-        filter row, column. The weights' zero point is ignored, as LiteRT ignores it.
-
-        For one output element that is input row, column and channel in turn: the filter taps
-        that reach its phase (its position modulo the stride) from the last back, and within a
-        tap the channels in order. So per phase, the scaled products of all its taps and
-        channels are stacked in that order (+0 where a tap reaches past the input: adding +0
-        to a sum that starts at +0 changes nothing) and summed along the stack by one
-        ``add.reduce``, which numpy runs as a chain over the first axis; + 0 then turns a -0
-        into LiteRT's +0. In pieces of output rows. (N, OH, OW, O) float32, cropped."""
+        filter row, column. For one output element that is input row, column, channel in
+        turn, so filter taps from the last back and, within a tap, channels in order: per tap,
+        all its scaled products at once (in pieces of input rows), then added to the output one
+        input channel after another. The weights' zero point is ignored, as LiteRT ignores it.
+        (N, OH, OW, O) float32, cropped."""
         n, h, wd, c = x.shape
         q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
         # Channels first, as float32 (|code - offset| <= 255 and every product below is exact).
         shifted = q.reshape(x.shape).astype(np.int32) - offset.reshape(n, 1, 1, 1)
         less = np.ascontiguousarray(np.moveaxis(shifted, 3, 0), dtype=np.float32)
-        batch_scale = in_scale.astype(np.float32).reshape(1, n, 1, 1, 1)
+        batch_scale = in_scale.astype(np.float32).reshape(n, 1, 1, 1)
         scales = np.asarray(self.scales, np.float32)
-        outs = codes.shape[0]
-        buf = self._uncropped(n, out_hw, outs, np.float32)
+        buf = self._uncropped(n, out_hw, codes.shape[0], np.float32)
         _, end_h, end_w, _ = buf.shape
         (kh, kw), (sh, sw) = self.kernel_hw, self.stride
-        # (I, 1, 1, 1, O) per tap: one input channel's weights against every output channel.
-        weights = np.moveaxis(codes, 3, 0).astype(np.float32)[:, :, :, :, None, None, None]
-        weights = np.moveaxis(weights, 1, -1)  # (I, KH, KW, 1, 1, 1, O)
-        for py in range(min(sh, end_h)):
-            rows_of = [(j, py + j * sh) for j in reversed(range(len(range(py, kh, sh))))]
-            cells_h = len(range(py, end_h, sh))
-            for px in range(min(sw, end_w)):
-                cols_of = [(j, px + j * sw) for j in reversed(range(len(range(px, kw, sw))))]
-                taps = [(jy, fy, jx, fx) for jy, fy in rows_of for jx, fx in cols_of]
-                cells_w = len(range(px, end_w, sw))
-                if not taps or not cells_w:
-                    continue
-                row_bytes = 4 * len(taps) * c * n * cells_w * outs
-                step = max(1, _HYBRID_STEP_BYTES // max(1, row_bytes))
-                for first in range(0, cells_h, step):
-                    last = min(first + step, cells_h)
-                    stack = np.zeros((len(taps) * c, n, last - first, cells_w, outs), np.float32)
-                    for k, (jy, fy, jx, fx) in enumerate(taps):
-                        # cell q reads input row q - jy: rows first - jy .. last - jy, clipped
-                        y0, y1 = max(first, jy), min(last, jy + h)
-                        x1 = min(cells_w, jx + wd)
-                        if y0 >= y1 or jx >= x1:
-                            continue
-                        np.multiply(
-                            less[:, :, y0 - jy : y1 - jy, : x1 - jx, None],
-                            weights[:, fy, fx],
-                            out=stack[k * c : (k + 1) * c, :, y0 - first : y1 - first, jx:x1],
-                        )
-                    stack *= scales
-                    stack *= batch_scale
-                    sums = np.add.reduce(stack, axis=0) if stack.size > len(stack) else None
-                    if sums is None:  # one element per layer: reduce would pair, so chain
-                        sums = stack[0].copy()
-                        for layer in stack[1:]:
-                            sums += layer
-                    sums += np.float32(0)
-                    rows = slice(py + first * sh, py + (last - 1) * sh + 1, sh)
-                    buf[:, rows, px : px + (cells_w - 1) * sw + 1 : sw] = sums
+        outs = codes.shape[0]
+        batch_scale = batch_scale.reshape(1, n, 1, 1, 1)
+        for ky in reversed(range(kh)):
+            for kx in reversed(range(kw)):
+                xs = range(kx, end_w, sw)[:wd]
+                ys = range(ky, end_h, sh)[:h]
+                weights = codes[:, ky, kx, :].T.reshape(c, 1, 1, 1, outs).astype(np.float32)
+                step = max(1, _HYBRID_STEP_BYTES // max(1, 4 * n * len(xs) * c * outs))
+                for first in range(0, len(ys), step):
+                    rows = ys[first : first + step]
+                    if not len(rows) or not len(xs):
+                        continue
+                    target = buf[:, rows.start : rows.stop : sh, xs.start : xs.stop : sw]
+                    pixels = less[:, :, first : first + len(rows), : len(xs), None]
+                    products = np.empty((c, n, len(rows), len(xs), outs), np.float32)
+                    # |code - offset| * |weight| <= 255 * 128: exact in float32
+                    np.multiply(pixels, weights, out=products)
+                    products *= scales
+                    products *= batch_scale
+                    total = np.array(target)  # contiguous: adds over strided rows cost 3x
+                    for channel in products:  # in turn: each output's chain of additions
+                        total += channel
+                    target[...] = total
         return np.ascontiguousarray(self._cropped(buf, out_hw))
 
     def _requantize_exact(self, acc: np.ndarray) -> np.ndarray:

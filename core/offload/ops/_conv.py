@@ -68,7 +68,6 @@ __all__ = [
     "float_order_matters",
     "eigen_order_gemv",
     "eigen_order_matmul",
-    "has_hybrid_kernels",
     "RuyRequantizer",
     "REQUANTIZE_BYTES",
     "activation_scratch",
@@ -508,7 +507,7 @@ class RuyRequantizer:
 # is Eigen's matrix-vector product (eigen_order_gemv, eigen_order_dots), at any depth. BLAS sums in
 # another order and differs in the last bit on ~30-60% of outputs.
 
-_hybrid_subgraphs: dict[int, bool] = {}
+_requantizing_subgraphs: dict[int, bool] = {}
 
 
 # Pixels per pass of eigen_order_matmul: at least this many, so that numpy runs each
@@ -697,35 +696,26 @@ def _ordered_groups(
 
 
 def float_order_matters(subgraph: Subgraph) -> bool:
-    """Whether a float result in ``subgraph`` is turned back into integers: a hybrid kernel
-    (:func:`has_hybrid_kernels`) or a QUANTIZE of a float tensor (a QAT graph's fake-quant
-    points). There a last-bit difference can move a code by a whole step, so the float GEMMs
-    follow LiteRT's accumulation order; elsewhere BLAS's faster order is within tolerance."""
-    if has_hybrid_kernels(subgraph):
-        return True
-    tensors = subgraph.tensors
-    return any(
-        node.op == "QUANTIZE" and node.inputs and tensors[node.inputs[0]].dtype == np.float32
-        for node in subgraph.nodes
-    )
-
-
-def has_hybrid_kernels(subgraph: Subgraph) -> bool:
-    """Whether a node of ``subgraph`` reads a float input with constant integer weights (a
-    dynamic-range model). Its hybrid kernels quantize their float inputs on the fly, so a
-    last-bit difference upstream can move a code by a whole step: there, float kernels follow
-    LiteRT's accumulation order even where that costs more."""
+    """Whether a float result in ``subgraph`` is turned back into integers: by a hybrid
+    kernel (a float input read with constant integer weights: a dynamic-range model, whose
+    kernels quantize their float inputs on the fly) or by a QUANTIZE of a float tensor (a
+    QAT graph's fake-quant points). There a last-bit difference can move a code by a whole
+    step, so the float GEMMs follow LiteRT's accumulation order even where that costs more;
+    elsewhere BLAS's faster order is within tolerance. One scan per subgraph, remembered."""
     key = id(subgraph)
-    if key not in _hybrid_subgraphs:
+    if key not in _requantizing_subgraphs:
         tensors = subgraph.tensors
         found = False
         for node in subgraph.nodes:
             ins = [tensors[i] for i in node.inputs if i >= 0]
-            if any(t.dtype == np.float32 and not t.is_constant for t in ins) and any(
+            if node.op == "QUANTIZE" and ins and ins[0].dtype == np.float32:
+                found = True
+            elif any(t.dtype == np.float32 and not t.is_constant for t in ins) and any(
                 t.is_constant and t.type_name in ("INT8", "UINT8", "INT4") for t in ins
             ):
                 found = True
+            if found:
                 break
-        _hybrid_subgraphs[key] = found
-        weakref.finalize(subgraph, _hybrid_subgraphs.pop, key, None)
-    return _hybrid_subgraphs[key]
+        _requantizing_subgraphs[key] = found
+        weakref.finalize(subgraph, _requantizing_subgraphs.pop, key, None)
+    return _requantizing_subgraphs[key]

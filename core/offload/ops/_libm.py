@@ -31,18 +31,32 @@ _TINY = np.finfo(_F).tiny
 
 
 @functools.cache
-def _c_function(name: str) -> Callable[[float], float] | None:
-    """The C library's float function ``name``, or None where there is none to load."""
+def _c_function(name: str, arity: int = 1) -> Callable[..., float] | None:
+    """The C library's float function ``name`` of ``arity`` float arguments, or None where
+    there is none to load."""
     candidates = [ctypes.util.find_library("m"), ctypes.util.find_library("c"), None]
     for library in candidates:
         try:
             fn = getattr(ctypes.CDLL(library), name)
         except (OSError, AttributeError, TypeError):
             continue
-        fn.argtypes = [ctypes.c_float]
+        fn.argtypes = [ctypes.c_float] * arity
         fn.restype = ctypes.c_float
         return fn  # type: ignore[no-any-return]
     return None
+
+
+def _settle(name: str, wide: np.ndarray, window: float, *operands: np.ndarray) -> np.ndarray:
+    """``wide`` (the float64 value) rounded to float32, with the elements a library within
+    ``0.5 + window`` ULP may round otherwise recomputed by the C library's ``name`` from
+    ``operands`` (float32, of ``wide``'s shape), one call each."""
+    result = wide.astype(_F)
+    fn = _c_function(name, len(operands))
+    if fn is not None:
+        flat, columns = result.reshape(-1), [o.reshape(-1) for o in operands]
+        for i in np.flatnonzero(_undecided(wide, result, window)).tolist():
+            flat[i] = fn(*(float(c[i]) for c in columns))
+    return result
 
 
 def _undecided(exact: np.ndarray, rounded: np.ndarray, window: float) -> np.ndarray:
@@ -62,13 +76,7 @@ def _make(name: str, exact: Callable[[np.ndarray], np.ndarray], window: float):
         if x.dtype != _F:  # float16 and others: LiteRT has no C-library path to follow
             return exact(x) if out is None else exact(x, out=out)  # type: ignore[call-arg]
         with np.errstate(all="ignore"):
-            wide = exact(x.astype(np.float64))
-            result = wide.astype(_F)
-            fn = _c_function(name)
-            if fn is not None:
-                flat, values = result.reshape(-1), x.reshape(-1)
-                for i in np.flatnonzero(_undecided(wide, result, window)).tolist():
-                    flat[i] = fn(float(values[i]))
+            result = _settle(name, exact(x.astype(np.float64)), window, x)
         if out is None:
             return result
         out[...] = result
@@ -96,25 +104,4 @@ def powf(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     bound (0.82 ULP) cannot round it otherwise, the C library's for the rest."""
     a, b = np.broadcast_arrays(np.asarray(base, _F), np.asarray(exponent, _F))
     with np.errstate(all="ignore"):
-        wide = np.power(a.astype(np.float64), b.astype(np.float64))
-        result = wide.astype(_F)
-        fn = _c_function2("powf")
-        if fn is not None:
-            flat, xs, ys = result.reshape(-1), a.reshape(-1), b.reshape(-1)
-            for i in np.flatnonzero(_undecided(wide, result, 0.32)).tolist():
-                flat[i] = fn(float(xs[i]), float(ys[i]))
-    return result
-
-
-@functools.cache
-def _c_function2(name: str) -> Callable[[float, float], float] | None:
-    """The C library's two-argument float function ``name``, or None."""
-    for library in (ctypes.util.find_library("m"), ctypes.util.find_library("c"), None):
-        try:
-            fn = getattr(ctypes.CDLL(library), name)
-        except (OSError, AttributeError, TypeError):
-            continue
-        fn.argtypes = [ctypes.c_float, ctypes.c_float]
-        fn.restype = ctypes.c_float
-        return fn  # type: ignore[no-any-return]
-    return None
+        return _settle("powf", np.power(a.astype(np.float64), b.astype(np.float64)), 0.32, a, b)

@@ -107,3 +107,30 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     want64 = want.astype(np.float64)
     denom = max(float(np.max(np.abs(want64))), 1e-30) if want.size else 1.0
     return float(np.max(np.abs(got.astype(np.float64) - want64))) / denom if want.size else 0.0
+
+
+def add_then_exp_model(x_read_twice: bool = False) -> bytes:
+    """x[1, 6] -> ADD(x, x) -> a -> RESHAPE -> r[6] -> EXP -> y[6]: a delegate that claims ADD
+    takes the first node and the CPU reference reads what it returned. With ``x_read_twice``
+    a CPU MUL reads x as well and y is EXP(r) + MUL(x, x) reshaped (a second ADD)."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 6))
+    a = b.add_tensor("a", (1, 6))
+    r = b.add_tensor("r", (6,))
+    y = b.add_tensor("y", (6,))
+    b.add_operator("ADD", [x, x], [a])
+    b.add_operator("RESHAPE", [a, b.add_constant("s", np.array([6], np.int32))], [r])
+    if x_read_twice:
+        e = b.add_tensor("e", (6,))
+        m = b.add_tensor("m", (1, 6))
+        mr = b.add_tensor("mr", (6,))
+        b.add_operator("EXP", [r], [e])
+        b.add_operator("MUL", [x, x], [m])
+        b.add_operator("RESHAPE", [m, b.add_constant("s2", np.array([6], np.int32))], [mr])
+        b.add_operator("ADD", [e, mr], [y])
+    else:
+        b.add_operator("EXP", [r], [y])
+    b.add_output(y)
+    return b.build()

@@ -15,6 +15,8 @@ from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, Op
 from offload.errors import DelegateError
 from offload.model.builder import ModelBuilder
 
+from ._models import add_then_exp_model
+
 ALL_YES = {
     t: ModelTypeSupport(support="yes")
     for t in ("float32", "float16", "dynamic_range", "int8", "qat")
@@ -23,18 +25,7 @@ X = np.arange(6, dtype=np.float32).reshape(1, 6) - 2.5
 
 
 def _model() -> bytes:
-    """x[1, 6] -> ADD(x, x) -> a[1, 6] -> RESHAPE -> r[6] -> EXP -> y[6]: the ADD is delegated,
-    the rest runs on the CPU reference and reads what the delegate returned."""
-    b = ModelBuilder()
-    x = b.add_input("x", (1, 6))
-    a = b.add_tensor("a", (1, 6))
-    r = b.add_tensor("r", (6,))
-    y = b.add_tensor("y", (6,))
-    b.add_operator("ADD", [x, x], [a])
-    b.add_operator("RESHAPE", [a, b.add_constant("s", np.array([6], np.int32))], [r])
-    b.add_operator("EXP", [r], [y])
-    b.add_output(y)
-    return b.build()
+    return add_then_exp_model()
 
 
 def _delegate(invoke: Callable[[Sequence[np.ndarray]], list[np.ndarray]]) -> Delegate:

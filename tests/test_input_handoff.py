@@ -12,7 +12,8 @@ import pytest
 import offload
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload.errors import DelegateError
-from offload.model.builder import ModelBuilder
+
+from ._models import add_then_exp_model
 
 ALL_YES = {
     t: ModelTypeSupport(support="yes")
@@ -22,27 +23,7 @@ X = np.arange(6, dtype=np.float32).reshape(1, 6) - 2.5
 
 
 def _model(x_read_twice: bool = False) -> bytes:
-    """x[1, 6] -> ADD(x, x) -> a -> RESHAPE -> r[6] -> EXP -> y[6]: the ADD is delegated;
-    with ``x_read_twice`` a CPU MUL reads x as well and y is EXP(r) + MUL(x, x) reshaped."""
-    b = ModelBuilder()
-    x = b.add_input("x", (1, 6))
-    a = b.add_tensor("a", (1, 6))
-    r = b.add_tensor("r", (6,))
-    y = b.add_tensor("y", (6,))
-    b.add_operator("ADD", [x, x], [a])
-    b.add_operator("RESHAPE", [a, b.add_constant("s", np.array([6], np.int32))], [r])
-    if x_read_twice:
-        e = b.add_tensor("e", (6,))
-        m = b.add_tensor("m", (1, 6))
-        mr = b.add_tensor("mr", (6,))
-        b.add_operator("EXP", [r], [e])
-        b.add_operator("MUL", [x, x], [m])
-        b.add_operator("RESHAPE", [m, b.add_constant("s2", np.array([6], np.int32))], [mr])
-        b.add_operator("ADD", [e, mr], [y])
-    else:
-        b.add_operator("EXP", [r], [y])
-    b.add_output(y)
-    return b.build()
+    return add_then_exp_model(x_read_twice)
 
 
 class TakingKernel(DelegateKernel):

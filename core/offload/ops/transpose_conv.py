@@ -104,6 +104,13 @@ _HYBRID_STEP_BYTES = 1 << 22
 _REQUANTIZE_BLOCK = 1 << 14
 
 
+def _tap_weights(codes: np.ndarray) -> np.ndarray:
+    """OHWI int8 filter codes as (KH, KW, I, 1, 1, 1, O) float32 (exact): per tap, one input
+    channel's weights against every output channel, as the hybrid path multiplies them."""
+    taps = np.transpose(np.asarray(codes, np.float32), (1, 2, 3, 0))
+    return np.ascontiguousarray(taps.reshape(*taps.shape[:3], 1, 1, 1, taps.shape[3]))
+
+
 def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
     """The output shape the first input asks for; its batch and channels must be those the
     kernel writes (the input's batch, the filter's output channels)."""
@@ -224,7 +231,7 @@ class TransposeConv(OpKernel):
         self.w = None if weights is None or hybrid else self._gemm_weights(weights)
         if hybrid:
             self.scales = filter_scales(f, f.shape[0])
-            self._codes = None if weights is None else np.asarray(weights, np.int32)
+            self._taps = None if weights is None else _tap_weights(weights)
         elif self.kind == "quantized":
             in_scale, self.x_zp = scale_zp(x)
             f_quantization = self.required(f.quantization, "quantization on the filter (input 1)")
@@ -494,8 +501,8 @@ class TransposeConv(OpKernel):
         n, h, wd, c = x.shape
         kh, kw = self.kernel_hw
         if self.kind == "hybrid":
-            codes = self._codes if self._codes is not None else np.asarray(f, np.int32)
-            out = self._hybrid_sums(x, codes, out_hw)
+            taps = self._taps if self._taps is not None else _tap_weights(f)
+            out = self._hybrid_sums(x, taps, out_hw)
             if bias is not None:
                 out += bias
             return apply_fused_activation(out, self.activation)
@@ -518,7 +525,7 @@ class TransposeConv(OpKernel):
             acc += bias.astype(np.int64)
         return self._requantize_exact(acc)
 
-    def _hybrid_sums(self, x: np.ndarray, codes: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
+    def _hybrid_sums(self, x: np.ndarray, taps: np.ndarray, out_hw: tuple[int, int]) -> np.ndarray:
         """LiteRT's hybrid kernel (reference_ops::HybridTransposeConv, which its optimized
         registration runs too): each batch quantized asymmetrically, then every single product
         ``(code - offset) * weight`` turned to float, times the channel's scale, times the
@@ -533,18 +540,17 @@ class TransposeConv(OpKernel):
         # Channels first, as float32 (|code - offset| <= 255 and every product below is exact).
         shifted = q.reshape(x.shape).astype(np.int32) - offset.reshape(n, 1, 1, 1)
         less = np.ascontiguousarray(np.moveaxis(shifted, 3, 0), dtype=np.float32)
-        batch_scale = in_scale.astype(np.float32).reshape(n, 1, 1, 1)
+        batch_scale = in_scale.astype(np.float32).reshape(1, n, 1, 1, 1)
         scales = np.asarray(self.scales, np.float32)
-        buf = self._uncropped(n, out_hw, codes.shape[0], np.float32)
+        outs = taps.shape[-1]
+        buf = self._uncropped(n, out_hw, outs, np.float32)
         _, end_h, end_w, _ = buf.shape
         (kh, kw), (sh, sw) = self.kernel_hw, self.stride
-        outs = codes.shape[0]
-        batch_scale = batch_scale.reshape(1, n, 1, 1, 1)
         for ky in reversed(range(kh)):
             for kx in reversed(range(kw)):
                 xs = range(kx, end_w, sw)[:wd]
                 ys = range(ky, end_h, sh)[:h]
-                weights = codes[:, ky, kx, :].T.reshape(c, 1, 1, 1, outs).astype(np.float32)
+                weights = taps[ky, kx]
                 step = max(1, _HYBRID_STEP_BYTES // max(1, 4 * n * len(xs) * c * outs))
                 for first in range(0, len(ys), step):
                     rows = ys[first : first + step]

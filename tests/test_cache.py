@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from offload.cache import KEY_FILE, MAGIC, MANIFEST_FILE, CacheDir, CacheWarning, EntryStore
@@ -429,3 +430,48 @@ def test_load_buffer_is_a_writable_view_checked_as_load(tmp_path: Path):
     path.write_bytes(bytes(data))
     with pytest.warns(CacheWarning, match="HMAC"):
         assert store.load_buffer("k", "bin") is None
+
+
+PIECE = 4 << 20  # what the HMAC covers piece by piece (offload.cache._PIECE)
+
+
+@pytest.mark.parametrize("size", [3 * PIECE - 200, 5 * PIECE, 6 * PIECE + 12345])
+@pytest.mark.parametrize("at", ["first", "boundary", "middle", "last"])
+def test_large_entry_hashed_in_pieces_round_trips_and_catches_any_altered_byte(
+    tmp_path: Path, size: int, at: str
+) -> None:
+    """Entries of several 4 MiB pieces (hashed on threads, while being read) round-trip through
+    load and load_buffer, and one altered byte in any piece, a piece boundary included, fails
+    the HMAC."""
+    store = EntryStore(
+        CacheDir.open(tmp_path / "c"), namespace="t", context={}, limits={"bin": 8 * PIECE}
+    )
+    payload = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    store.store("k", "bin", payload)
+    assert store.load("k", "bin") == payload
+    view = store.load_buffer("k", "bin")
+    assert view is not None and view == payload
+    path = store.path("k", "bin")
+    blob = bytearray(path.read_bytes())
+    where = {
+        "first": len(blob) - size,
+        "boundary": len(MAGIC) + 65 + 2 * PIECE - 1,
+        "middle": len(blob) - size // 2,
+        "last": len(blob) - 1,
+    }[at]
+    blob[where] ^= 0x40
+    path.write_bytes(bytes(blob))
+    load = store.load if at in ("first", "last") else store.load_buffer
+    with pytest.warns(CacheWarning, match="HMAC mismatch"):
+        assert load("k", "bin") is None
+    assert not path.exists()
+
+
+def test_entry_of_another_cache_format_is_stale_not_forged(store: EntryStore) -> None:
+    """An entry written by an offload with another cache format is discarded as such (and
+    rebuilt), not reported as forged."""
+    store.store("k", "bin", b"data")
+    path = store.path("k", "bin")
+    path.write_bytes(b"OFFLOAD-CACHE 2\n" + path.read_bytes()[len(MAGIC) :])
+    with pytest.warns(CacheWarning, match="cache format '2' by another offload"):
+        assert store.load("k", "bin") is None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -447,15 +447,15 @@ def _called_subgraphs(subgraph: Subgraph, nodes: Sequence[int]) -> list[int]:
 class _Digests(_Writer):
     """A writer whose buffers hold each constant's SHA-256 instead of its bytes: the model it
     builds is small, and names the exported model exactly (see partition_fingerprint).
-    ``known``: digests already made, by the array's address and size."""
+    ``ahead``: digests under way, by the array's address and size."""
 
-    def __init__(self, description: str, known: dict[tuple[int, int], bytes]) -> None:
+    def __init__(self, description: str, ahead: dict[tuple[int, int], Future[bytes]]) -> None:
         super().__init__(description)
-        self.known = known
+        self.ahead = ahead
 
     def payload(self, array: np.ndarray) -> bytes:
-        found = self.known.get((array.__array_interface__["data"][0], array.nbytes))
-        return found if found is not None else _digest(array)
+        found = self.ahead.get((array.__array_interface__["data"][0], array.nbytes))
+        return found.result() if found is not None else _digest(array)
 
 
 def _digest(array: np.ndarray) -> bytes:
@@ -465,13 +465,15 @@ def _digest(array: np.ndarray) -> bytes:
     return hashlib.sha256(array.reshape(-1).view(np.uint8).data).digest()
 
 
-# Constants at least this large are hashed on a thread pool (hashlib runs without the GIL).
-_PARALLEL_BYTES = 1 << 20
+# Constants at least this large are hashed on a thread pool (hashlib runs without the GIL)
+# while the digest model is written: on a network's weights, hashing is most of a fingerprint.
+_PARALLEL_BYTES = 1 << 16
 
 
-def _digests_ahead(subgraph: Subgraph, partition: Partition) -> dict[tuple[int, int], bytes]:
-    """SHA-256 of the partition's large constants, several at once: on a network's weights
-    this is most of a fingerprint's time."""
+def _digests_ahead(
+    pool: ThreadPoolExecutor, subgraph: Subgraph, partition: Partition
+) -> dict[tuple[int, int], Future[bytes]]:
+    """Start hashing the partition's large constants on ``pool``, largest first."""
     big: dict[tuple[int, int], np.ndarray] = {}
     for n in partition.nodes:
         for t in subgraph.nodes[n].inputs:
@@ -485,11 +487,8 @@ def _digests_ahead(subgraph: Subgraph, partition: Partition) -> dict[tuple[int, 
             ):
                 continue
             big[(data.__array_interface__["data"][0], data.nbytes)] = data
-    workers = min(len(big), os.cpu_count() or 1)
-    if workers < 2:
-        return {}
-    with ThreadPoolExecutor(workers) as pool:
-        return dict(zip(big, pool.map(_digest, big.values())))
+    ordered = sorted(big.items(), key=lambda item: -item[1].nbytes)
+    return {where: pool.submit(_digest, data) for where, data in ordered}
 
 
 def _write(writer: _Writer, subgraph: Subgraph, partition: Partition) -> _Written:
@@ -596,6 +595,11 @@ def partition_fingerprint(subgraph: Subgraph, partition: Partition | Sequence[in
     raises, for the same partitions.
     """
     partition = _as_partition(subgraph, partition)
-    writer = _Digests(_description(partition), _digests_ahead(subgraph, partition))
-    _write(writer, subgraph, partition)
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        writer = _Digests(_description(partition), _digests_ahead(pool, subgraph, partition))
+        try:
+            _write(writer, subgraph, partition)
+        finally:
+            for future in writer.ahead.values():
+                future.cancel()
     return hashlib.sha256(b"offload.partition_fingerprint 1\n" + writer.builder.build()).hexdigest()

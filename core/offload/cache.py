@@ -33,6 +33,8 @@ The rules, each for a way a cache has been used against its users:
   cache directory as :data:`KEY_FILE`. That file is created atomically (``link(2)`` of a
   finished 0600 file) and must be a regular 0600 file owned by us; otherwise the cache is
   refused. An altered or forged entry fails the HMAC even if its checksums were recomputed.
+  The HMAC is taken over the SHA-256 of each 4 MiB piece of the entry, so that a large entry
+  (a compiled network of 100 MB) is checked on every core, piece by piece as it is read.
 - **Identity.** ``key`` names an entry; ``context`` guards it. An entry made under another
   context (device, versions, the model's content hash) is stale. Put the content hash in the
   context even when the user names the model (LiteRT's ``model_token``): the token names, the
@@ -67,6 +69,8 @@ import stat
 import warnings
 import weakref
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +87,9 @@ __all__ = [
     "default_location",
 ]
 
-MAGIC = b"OFFLOAD-CACHE 2\n"
+MAGIC = b"OFFLOAD-CACHE 3\n"
+# What every format's magic line starts with: an entry of another format is stale, not forged.
+_MAGIC_PREFIX = b"OFFLOAD-CACHE "
 KEY_FILE = ".offload-key"
 MANIFEST_FILE = ".offload-manifest"
 KEY_BYTES = 32
@@ -91,6 +97,11 @@ KEY_BYTES = 32
 _TAG_LEN = 64  # hex HMAC-SHA256
 _HEADER_MAX = 64 * 1024  # the JSON header line; ours are a few hundred bytes
 _OVERHEAD = len(MAGIC) + _TAG_LEN + 1 + _HEADER_MAX + 1
+# The sealed region (header line and payload) starts right after the tag line.
+_REGION = len(MAGIC) + _TAG_LEN + 1
+_PIECE = 4 << 20
+# Entries of fewer pieces are hashed on the calling thread: threads cost more than they save.
+_PARALLEL_PIECES = 4
 _MANIFEST_MAX = 16 << 20
 _TREE_MAX_ITEMS = 100_000
 _TREE_MAX_DEPTH = 64
@@ -188,7 +199,7 @@ def _open_regular(dir_fd: int, name: str, limit: int) -> tuple[int, int] | None:
     return fd, info.st_size
 
 
-def _read_regular(dir_fd: int, name: str, limit: int) -> bytes | None:
+def _read_regular(dir_fd: int, name: str, limit: int) -> _Read | None:
     """The bytes of regular file ``name`` (see _open_regular), or None if it is absent."""
     opened = _open_regular(dir_fd, name, limit)
     if opened is None:
@@ -202,32 +213,36 @@ def _read_regular(dir_fd: int, name: str, limit: int) -> bytes | None:
         raise _Rejected(f"cannot read {name} ({exc.strerror})") from None
     if len(data) != size:
         raise _Rejected(f"{name} changed while being read")
-    return data
+    return _Read(data, None)
 
 
-def _read_regular_writable(dir_fd: int, name: str, limit: int) -> bytearray | None:
-    """As _read_regular, into a bytearray (a writable buffer a caller may hand on)."""
+def _read_regular_writable(dir_fd: int, name: str, limit: int) -> _Read | None:
+    """As _read_regular, into a bytearray (a writable buffer a caller may hand on), each piece
+    of the sealed region hashed as soon as it has been read."""
     opened = _open_regular(dir_fd, name, limit)
     if opened is None:
         return None
     fd, size = opened
-    data = bytearray(size + 1)
+    data = bytearray(size)
+    pieces = _Pieces(size - _REGION, _REGION)
+    view = memoryview(data)
     try:
         with os.fdopen(fd, "rb", buffering=0) as f:
             got = 0
-            with memoryview(data) as view:
-                while got <= size:  # one byte more than fstat said, as in _read_regular
-                    with view[got:] as rest:
-                        n = f.readinto(rest)
-                    if not n:
-                        break
-                    got += n
+            while got < size:
+                n = f.readinto(view[got : min(size, got + _PIECE)])
+                if not n:
+                    break
+                got += n
+                pieces.feed(view, got)
+            grew = got == size and f.read(1)  # as in _read_regular: a file that grew is refused
     except OSError as exc:
+        pieces.cancel()
         raise _Rejected(f"cannot read {name} ({exc.strerror})") from None
-    if got != size:
+    if got != size or grew:
+        pieces.cancel()
         raise _Rejected(f"{name} changed while being read")
-    del data[size:]
-    return data
+    return _Read(data, pieces)
 
 
 def _open_dir(dir_fd: int | None, name: str | os.PathLike[str]) -> int:
@@ -335,27 +350,87 @@ def _key_of(dir_fd: int) -> bytes:
     return key
 
 
+def _sha256(piece: memoryview) -> bytes:
+    return hashlib.sha256(piece).digest()  # without the GIL: pieces hash in parallel
+
+
+class _Pieces:
+    """SHA-256 of each :data:`_PIECE` bytes of a sealed region (what an entry's HMAC covers),
+    which starts at ``start`` in the buffer fed. A region of many pieces is hashed on worker
+    threads, each piece as soon as it is there."""
+
+    def __init__(self, region_size: int, start: int) -> None:
+        self.start = start
+        count = -(-max(0, region_size) // _PIECE)
+        self.pool = ThreadPoolExecutor(os.cpu_count() or 1) if count >= _PARALLEL_PIECES else None
+        self.started: list[Future[bytes]] = []
+
+    def feed(self, view: memoryview, available: int) -> None:
+        """Start on every whole piece within ``view[:available]`` not yet started."""
+        if self.pool is None:
+            return
+        while (end := self.start + (len(self.started) + 1) * _PIECE) <= available:
+            self.started.append(self.pool.submit(_sha256, view[end - _PIECE : end]))
+
+    def digests(self, view: memoryview) -> bytes:
+        """Every piece's digest, in order, once ``view`` holds the whole region."""
+        self.feed(view, len(view))
+        rest = range(self.start + len(self.started) * _PIECE, len(view), _PIECE)
+        tail = [_sha256(view[at : at + _PIECE]) for at in rest]
+        done = [future.result() for future in self.started]
+        self.cancel()
+        return b"".join(done + tail)
+
+    def cancel(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+@dataclass
+class _Read:
+    """A file read whole, and the hashing of its pieces started meanwhile (None: not yet)."""
+
+    data: bytes | bytearray
+    pieces: _Pieces | None
+
+
+def _tag(key: bytes, pieces: bytes) -> bytes:
+    return hmac.new(key, MAGIC + pieces, hashlib.sha256).hexdigest().encode()
+
+
 def _seal(key: bytes, header: dict[str, Any], payload: bytes) -> tuple[bytes, ...]:
     head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    for part in (MAGIC, head, b"\n", payload):
-        mac.update(part)
-    return MAGIC, mac.hexdigest().encode(), b"\n", head, b"\n", payload
+    # The region is head, newline, payload; only its first piece is copied to be hashed.
+    split = _PIECE - len(head) - 1
+    rest = memoryview(payload)[split:]
+    digests = _sha256(memoryview(b"".join((head, b"\n", payload[:split]))))
+    digests += _Pieces(len(rest), 0).digests(rest)
+    return MAGIC, _tag(key, digests), b"\n", head, b"\n", payload
 
 
-def _unseal(key: bytes, blob: bytes | bytearray) -> tuple[dict[str, Any], int]:
+def _unseal(key: bytes, read: _Read) -> tuple[dict[str, Any], int]:
     """Header and payload offset of a sealed blob whose HMAC holds; the header is read only
     then."""
-    if not blob.startswith(MAGIC):
-        raise _Rejected("not a cache entry (bad magic line)")
-    tag_end = len(MAGIC) + _TAG_LEN
-    head_end = blob.find(b"\n", tag_end + 1, tag_end + 2 + _HEADER_MAX)
-    if blob[tag_end : tag_end + 1] != b"\n" or head_end < 0:
-        raise _Rejected("unreadable entry (truncated or not ours)")
-    view = memoryview(blob)
-    mac = hmac.new(key, view[: len(MAGIC)], hashlib.sha256)
-    mac.update(view[tag_end + 1 :])
-    if not hmac.compare_digest(mac.hexdigest().encode(), blob[len(MAGIC) : tag_end]):
+    blob = read.data
+    pieces = read.pieces or _Pieces(len(blob) - _REGION, _REGION)
+    try:
+        if not blob.startswith(MAGIC):
+            if blob.startswith(_MAGIC_PREFIX):
+                found = bytes(blob[len(_MAGIC_PREFIX) : blob.find(b"\n", 0, 32)])
+                raise _Rejected(
+                    f"written in cache format {found.decode(errors='replace')!r} by another "
+                    f"offload, this one reads format {MAGIC[len(_MAGIC_PREFIX) :].strip().decode()}"
+                )
+            raise _Rejected("not a cache entry (bad magic line)")
+        tag_end = len(MAGIC) + _TAG_LEN
+        head_end = blob.find(b"\n", tag_end + 1, tag_end + 2 + _HEADER_MAX)
+        if blob[tag_end : tag_end + 1] != b"\n" or head_end < 0:
+            raise _Rejected("unreadable entry (truncated or not ours)")
+        tag = _tag(key, pieces.digests(memoryview(blob)))
+    finally:
+        pieces.cancel()
+    if not hmac.compare_digest(tag, blob[len(MAGIC) : tag_end]):
         raise _Rejected("HMAC mismatch: the entry was altered, forged or damaged")
     try:
         header = json.loads(blob[tag_end + 1 : head_end])
@@ -607,20 +682,28 @@ class EntryStore:
         return memoryview(blob)[offset:]
 
     def _load(
-        self, key: str, kind: str, read: Callable[[int, str, int], Any]
+        self, key: str, kind: str, read: Callable[[int, str, int], _Read | None]
     ) -> tuple[Any, int] | None:
         limit = self._limit(kind)
         name = self.name(key, kind)
         try:
-            blob = read(self.directory.fd, name, limit + _OVERHEAD)
+            found = read(self.directory.fd, name, limit + _OVERHEAD)
         except (_Rejected, OSError) as exc:
             self._discard(name, str(exc))
             return None
-        if blob is None:
+        if found is None:
             return None
-        secret = self.directory.key()  # outside the try: a refused key is the cache's error
+        blob = found.data
         try:
-            header, offset = _unseal(secret, blob)
+            secret = (
+                self.directory.key()
+            )  # outside the next try: a refused key is the cache's error
+        except BaseException:
+            if found.pieces is not None:
+                found.pieces.cancel()
+            raise
+        try:
+            header, offset = _unseal(secret, found)
             self._check(header, key, kind)
         except _Rejected as exc:
             self._discard(name, str(exc))
@@ -683,10 +766,11 @@ class EntryStore:
                 if stat.S_IMODE(info.st_mode) & 0o077:
                     raise _Rejected(f"{name} has mode {stat.S_IMODE(info.st_mode):#o}, not 0o700")
                 key_bytes = _read_key(fd)
-                blob = _read_regular(fd, MANIFEST_FILE, _MANIFEST_MAX)
-                if key_bytes is None or blob is None:
+                sealed = _read_regular(fd, MANIFEST_FILE, _MANIFEST_MAX)
+                if key_bytes is None or sealed is None:
                     raise _Rejected(f"{name} has no key or no manifest (unfinished or damaged)")
-                header, offset = _unseal(key_bytes, blob)
+                header, offset = _unseal(key_bytes, sealed)
+                blob = sealed.data
                 self._check(header, key, kind)
                 try:
                     manifest = json.loads(blob[offset:])

@@ -188,3 +188,56 @@ def test_resizing_keeps_nothing_stale() -> None:
         warnings.simplefilter("error")
         np.testing.assert_array_equal(_run(interp, X * 3), _reference(X * 3))
     assert made[0].takes == 2
+
+
+class _Marked(np.ndarray):
+    """An ndarray subclass: offered through set_tensor's full checks, not its quick path."""
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["exact", "numpy int index", "strided view", "subclass", "read-only", "float64"],
+)
+def test_every_form_of_a_value_goes_the_same_way(form: str) -> None:
+    """set_tensor offers an exact float32 array of the input's shape in a few operations and
+    anything else after its full checks: every form that LiteRT accepts reaches the kernel
+    (taken once) and gives the reference, and one it refuses is the same typed error."""
+    delegate, made = _delegate()
+    interp = _interpreter(delegate)
+    index: object = interp.get_input_details()[0]["index"]
+    wide = np.repeat(X, 2, axis=1)
+    readonly = X.copy()
+    readonly.flags.writeable = False
+    value = {
+        "exact": X.copy(),
+        "numpy int index": X.copy(),
+        "strided view": wide[:, ::2],
+        "subclass": X.copy().view(_Marked),
+        "read-only": readonly,
+        "float64": X.astype(np.float64),
+    }[form]
+    if form == "numpy int index":
+        index = np.int64(index)  # type: ignore[call-overload]
+    if form == "float64":
+        with pytest.raises(offload.errors.TensorTypeError, match="expected dtype float32"):
+            interp.set_tensor(index, value)  # type: ignore[arg-type]
+        assert made[0].takes == 0
+        return
+    interp.set_tensor(index, value)  # type: ignore[arg-type]
+    assert made[0].takes == 1
+    np.testing.assert_array_equal(_run(interp, None), _reference(X))
+    np.testing.assert_array_equal(interp.get_tensor(int(index)), X)  # type: ignore[call-overload]
+
+
+def test_a_value_set_after_a_resize_is_kept_until_allocate() -> None:
+    """Between resize_tensor_input and allocate_tensors the quick path stands aside: the value
+    is checked against the new shape and kept by the interpreter."""
+    delegate, made = _delegate()
+    interp = _interpreter(delegate)
+    index = interp.get_input_details()[0]["index"]
+    interp.resize_tensor_input(index, [1, 6])
+    interp.set_tensor(index, X)
+    assert made[0].takes == 0
+    interp.allocate_tensors()
+    np.testing.assert_array_equal(interp.get_tensor(index), X)
+    np.testing.assert_array_equal(_run(interp, None), _reference(X))

@@ -326,10 +326,26 @@ class Interpreter:
         return tuple(buf.shape) if buf is not None else self._executor.shapes[index]
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
-        busy = self._executor.busy
+        ex = self._executor
+        busy = ex.busy
         if not busy.acquire(blocking=False):
             raise _busy("set_tensor()")
         try:
+            # An array of exactly the dtype and shape that the delegate kernel taking this
+            # input expects is offered to it in a few operations: _set_tensor's checks, made
+            # once at allocate. This runs before every invoke, where each operation costs, with
+            # caches cold, as much as ~0.3% of a model LiteRT runs in 2 ms.
+            direct = ex.direct.get(tensor_index) if type(tensor_index) is int else None
+            if (
+                direct is not None
+                and type(value) is np.ndarray
+                and value.dtype is direct[0]
+                and value.shape == direct[1]
+                and ex.allocated
+            ):
+                if not ex.hand_over(tensor_index, value):
+                    self._store_input(tensor_index, value)
+                return
             self._set_tensor(tensor_index, value)
         finally:
             busy.release()
@@ -356,9 +372,14 @@ class Interpreter:
             )
         if ex.allocated and ex.hand_over(t.index, value):
             return  # copied straight into the engine of the partition that alone reads it
-        buf = ex.buffers[t.index]
+        self._store_input(t.index, value)
+
+    def _store_input(self, index: int, value: np.ndarray) -> None:
+        """Keep a checked input value in the interpreter's own buffer."""
+        ex = self._executor
+        buf = ex.buffers[index]
         if buf is None or buf.shape != value.shape or not buf.flags.writeable:
-            ex.buffers[t.index] = np.array(value, copy=True)
+            ex.buffers[index] = np.array(value, copy=True)
         else:
             np.copyto(buf, value)
 

@@ -1,10 +1,10 @@
 """One partition in LiteRT's ``Interpreter``: export and load once, then copy in, run, copy out.
 
 The hot path is as thin as LiteRT's own Python loop: ``set_tensor`` for each boundary input (one
-copy into LiteRT's buffer), ``invoke``, and for each boundary output one copy from a view of
-LiteRT's buffer into a new array, which the interpreter takes as it is (``fresh_outputs``). A
-view of LiteRT's buffer never outlives the line that reads it: LiteRT refuses to invoke while
-one exists.
+copy into LiteRT's buffer), ``invoke``, and for each boundary output LiteRT's ``get_tensor``
+(one copy into a new array), which the interpreter takes as it is (``fresh_outputs``). A view
+of LiteRT's buffer never outlives the line that writes through it: LiteRT refuses to invoke
+while one exists.
 """
 
 from __future__ import annotations
@@ -86,7 +86,6 @@ class LiteRTKernel(DelegateKernel):
         self._positions = self.exported.input_positions
         # (LiteRT input index, position in invoke's arrays, shape LiteRT holds) per input.
         self._feeds: list[tuple[int, int, tuple[int, ...]]] = []
-        self._views = [self.engine.tensor(i) for i in self._outputs]
         self._invokes = 0
 
     def prepare(self, input_shapes: Sequence[tuple[int, ...]]) -> None:
@@ -122,9 +121,6 @@ class LiteRTKernel(DelegateKernel):
             else functools.partial(engine.set_tensor, d["index"])
             for d in engine.get_input_details()
         ]
-        self._numeric: bool = all(
-            np.dtype(d["dtype"]).kind in "biufc" for d in engine.get_output_details()
-        )
 
     def take_input(self, position: int, value: np.ndarray) -> bool:
         # Straight from set_tensor into LiteRT's buffer: the one copy LiteRT itself makes.
@@ -150,10 +146,9 @@ class LiteRTKernel(DelegateKernel):
             write(array)
         engine.invoke()
         self._invokes += 1
-        if not self._numeric:
-            return [engine.get_tensor(i) for i in self._outputs]
-        # np.array copies; the view of LiteRT's buffer it read is gone when the line ends.
-        return [np.array(view()) for view in self._views]
+        # LiteRT's get_tensor copies into a new array: one pybind call, cheaper than copying
+        # from a view (1.1 against 1.8 us warm, 23 against 33 us cold for two outputs).
+        return [engine.get_tensor(i) for i in self._outputs]
 
     def _reallocate(self, inputs: Sequence[np.ndarray | None]) -> None:
         """Allocate for the shapes of ``inputs``, keeping the values LiteRT holds for the

@@ -241,3 +241,62 @@ def test_a_value_set_after_a_resize_is_kept_until_allocate() -> None:
     interp.allocate_tensors()
     np.testing.assert_array_equal(interp.get_tensor(index), X)
     np.testing.assert_array_equal(_run(interp, None), _reference(X))
+
+
+def _one_add_model() -> bytes:
+    """x[1, 6] -> ADD(x, x) -> y: a delegate that claims ADD takes the whole model."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 6))
+    y = b.add_tensor("y", (1, 6))
+    b.add_operator("ADD", [x, x], [y])
+    b.add_output(y)
+    return b.build()
+
+
+def test_a_whole_model_on_one_kernel_runs_as_any_plan() -> None:
+    """A plan of one delegate partition whose inputs the kernel holds runs by its own short
+    path: the same numbers, the inputs handed as None, and without a new value the kernel's."""
+    content = _one_add_model()
+    delegate, made = _delegate()
+    interp = _interpreter(delegate, content=content)
+    assert interp._executor.sole is not None  # the path under test
+    np.testing.assert_array_equal(_run(interp, X), X + X)
+    np.testing.assert_array_equal(_run(interp, None), X + X)
+    np.testing.assert_array_equal(_run(interp, X * 2), X * 4)
+    assert made[0].takes == 2 and made[0].received == [[True]] * 3
+
+
+@pytest.mark.parametrize("failure", ["raises", "wrong dtype"])
+def test_a_whole_model_kernel_failing_in_invoke_gives_way_to_the_cpu(failure: str) -> None:
+    """On that short path a kernel that raises or returns the wrong dtype is given back to the
+    CPU with the usual warning, which reads the input the kernel held; strict mode raises."""
+    content = _one_add_model()
+
+    def broken() -> Delegate:
+        delegate, made = _delegate(fail_invoke=failure == "raises")
+        if failure == "wrong dtype":
+            original = TakingKernel.invoke
+
+            def wide(self: TakingKernel, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+                return [a.astype(np.float64) for a in original(self, inputs)]
+
+            delegate.create_kernel = lambda: _patched(made, wide)  # type: ignore[method-assign]
+        return delegate
+
+    interp = _interpreter(broken(), content=content)
+    with pytest.warns(UserWarning, match="failed in invoke"):
+        np.testing.assert_array_equal(_run(interp, X), X + X)
+    np.testing.assert_array_equal(_run(interp, X + 1), (X + 1) * 2)
+    strict = _interpreter(broken(), content=content, allow_cpu_fallback=False)
+    strict.set_tensor(strict.get_input_details()[0]["index"], X)
+    with pytest.raises(DelegateError, match="failed in invoke"):
+        strict.invoke()
+
+
+def _patched(made: list[TakingKernel], invoke: object) -> TakingKernel:
+    kernel = TakingKernel()
+    kernel.invoke = invoke.__get__(kernel)  # type: ignore[attr-defined,method-assign]
+    made.append(kernel)
+    return kernel

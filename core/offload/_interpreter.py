@@ -343,7 +343,7 @@ class Interpreter:
                 and value.shape == direct[1]
                 and ex.allocated
             ):
-                if not ex.hand_over(tensor_index, value):
+                if not ex.offer(tensor_index, value, direct[2]):
                     self._store_input(tensor_index, value)
                 return
             self._set_tensor(tensor_index, value)
@@ -434,6 +434,7 @@ class Interpreter:
         ex = self._executor
         # A view writes and reads this buffer directly: a kernel must not hold the value.
         ex.viewed.add(t.index)
+        ex.direct.pop(t.index, None)
         ex.take_back(t.index)
 
         def view() -> np.ndarray:

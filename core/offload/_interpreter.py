@@ -384,6 +384,19 @@ class Interpreter:
             np.copyto(buf, value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
+        # A plain index of a main-subgraph tensor that holds a value here, as after every
+        # invoke, in a few operations (see set_tensor); anything else goes the checked way.
+        ex = self._executor
+        if (
+            type(tensor_index) is int
+            and type(subgraph_index) is int
+            and subgraph_index == 0
+            and 0 <= tensor_index < len(ex.buffers)
+            and tensor_index not in ex.handed
+        ):
+            buf = ex.buffers[tensor_index]
+            if buf is not None:
+                return np.array(buf, copy=True)
         # Only an int 0 is the main subgraph: 0.0 or "0" goes on to the index check, which
         # refuses it, as LiteRT's binding refuses what is not an int.
         if not isinstance(subgraph_index, (int, np.integer)) or subgraph_index != 0:

@@ -13,6 +13,8 @@ have stopped spinning:
 - ``openvino``: offload with the openvino delegate (OpenVINO's CPU plugin, f32), at 1 thread and
   at all cores (where offload-openvino is installed; nodes it declines run on the CPU
   reference, and the partitions are counted);
+- ``OpenVINO``: OpenVINO directly on the original file with the properties the delegate uses
+  by default (its own speed, apart from offload's path), the same thread counts;
 - ``CPU ref``: offload's numpy CPU reference (one thread; it is numpy), in the first rounds only.
 
 Ratios: an offload+litert column against LiteRT directly with the same kernels and threads
@@ -135,6 +137,46 @@ class Column:
         self.times.append(time.perf_counter() - start)
 
 
+class OpenVINODirect:
+    """OpenVINO run on the original .tflite without offload, with the properties the openvino
+    delegate compiles with by default, behind the part of LiteRT's Interpreter API a column
+    uses: what OpenVINO's own speed is, apart from offload's path around it."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import openvino as ov
+
+        self.probe = litert.Interpreter(model_path=str(path))
+        properties = {
+            "INFERENCE_NUM_THREADS": threads,
+            "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_PRECISION_HINT": "f32",
+            "ENABLE_CPU_PINNING": False,
+        }
+        self.compiled = ov.Core().compile_model(str(path), "CPU", properties)
+        self.request = self.compiled.create_infer_request()
+        self.inputs = [d["index"] for d in self.probe.get_input_details()]
+        self.outputs = [d["index"] for d in self.probe.get_output_details()]
+
+    def allocate_tensors(self) -> None:
+        pass
+
+    def get_input_details(self) -> list[dict[str, Any]]:
+        return self.probe.get_input_details()
+
+    def get_output_details(self) -> list[dict[str, Any]]:
+        return self.probe.get_output_details()
+
+    def set_tensor(self, index: int, value: np.ndarray) -> None:
+        # As LiteRT's set_tensor: one copy, into the request's own input tensor.
+        np.copyto(self.request.get_input_tensor(self.inputs.index(index)).data, value)
+
+    def invoke(self) -> None:
+        self.request.infer()
+
+    def get_tensor(self, index: int) -> np.ndarray:
+        return np.array(self.request.get_output_tensor(self.outputs.index(index)).data)
+
+
 def columns_for(
     path: Path, threads: int, cpu_runs: int, with_litert: bool = True
 ) -> tuple[list[Column], dict[str, Any]]:
@@ -183,6 +225,7 @@ def columns_for(
                     experimental_delegates=[offload.load_delegate("openvino", ov_options)],
                 ),
             )
+            add(f"ov_direct_{n}", n, lambda n=n: OpenVINODirect(path, n))
     add("cpu_ref", 1, lambda: offload.Interpreter(model_path=path, delegates=[]), cpu_runs)
     return made, setup
 
@@ -275,6 +318,10 @@ def bench(group: str, path: Path, args: argparse.Namespace) -> dict[str, Any]:
         if HAVE_OPENVINO:
             ratio[f"openvino_{n}"] = ms[f"openvino_{n}"] / ms[f"litert_{n}"]
             error[f"openvino_{n}"] = max_error(by[f"openvino_{n}"].result, by[f"litert_{n}"].result)
+            ratio[f"ov_direct_{n}"] = ms[f"ov_direct_{n}"] / ms[f"litert_{n}"]
+            error[f"ov_direct_{n}"] = max_error(
+                by[f"ov_direct_{n}"].result, by[f"litert_{n}"].result
+            )
     ratio["cpu_ref"] = ms["cpu_ref"] / ms["litert_1"]
     error["cpu_ref"] = max_error(by["cpu_ref"].result, by["litert_builtin_1"].result)
     row["ratio"], row["error"] = ratio, error
@@ -331,14 +378,14 @@ def summary(rows: list[dict[str, Any]], threads: int) -> dict[str, Any]:
         ("fixtures", lambda r: r["group"] == "fixture"),
     ):
         for n in sorted({1, threads}):
-            key = f"openvino_{n}"
-            values = [r["ratio"][key] for r in rows if pick(r) and key in r["ratio"]]
-            if values:
-                out[f"{scope}/{key}"] = {
-                    "median": statistics.median(values),
-                    "worst": max(values),
-                    "models": len(values),
-                }
+            for key in (f"openvino_{n}", f"ov_direct_{n}"):
+                values = [r["ratio"][key] for r in rows if pick(r) and key in r["ratio"]]
+                if values:
+                    out[f"{scope}/{key}"] = {
+                        "median": statistics.median(values),
+                        "worst": max(values),
+                        "models": len(values),
+                    }
     return out
 
 
@@ -364,6 +411,7 @@ def print_markdown(rows: list[dict[str, Any]], summ: dict[str, Any], threads: in
         heads.append(("litert builtin 1t", "offload_builtin_1", "offload_builtin_1"))
     if HAVE_OPENVINO:
         heads.append(("openvino 1t", "openvino_1", "openvino_1"))
+        heads.append(("OpenVINO 1t", "ov_direct_1", "ov_direct_1"))
     if n != 1:
         heads.append((f"LiteRT {n}t", f"litert_{n}", None))
         if with_litert:
@@ -373,11 +421,13 @@ def print_markdown(rows: list[dict[str, Any]], summ: dict[str, Any], threads: in
             heads.append((f"litert builtin {n}t", f"offload_builtin_{n}", f"offload_builtin_{n}"))
         if HAVE_OPENVINO:
             heads.append((f"openvino {n}t", f"openvino_{n}", f"openvino_{n}"))
+            heads.append((f"OpenVINO {n}t", f"ov_direct_{n}", f"ov_direct_{n}"))
     heads.append(("CPU ref 1t", "cpu_ref", "cpu_ref"))
     print(f"Machine: {machine()}; LiteRT (ai-edge-litert) {litert_version()}", end="")
     print(f"; OpenVINO {openvino_version()}.\n" if HAVE_OPENVINO else ".\n")
     print("ms (ratio); offload+litert ratios against LiteRT with the same kernels and threads,")
-    print("openvino ratios against LiteRT (XNNPACK) at the same threads.\n")
+    print("openvino (offload) and OpenVINO (direct) ratios against LiteRT (XNNPACK) at the same")
+    print("threads.\n")
     tail = " | litert max err | CPU ref err |" if with_litert else " | CPU ref err |"
     print("| model | " + " | ".join(h for h, _, _ in heads) + tail)
     print("|---" * (len(heads) + (3 if with_litert else 2)) + "|")

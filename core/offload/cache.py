@@ -200,7 +200,8 @@ def _open_regular(dir_fd: int, name: str, limit: int) -> tuple[int, int] | None:
 
 
 def _read_regular(dir_fd: int, name: str, limit: int) -> _Read | None:
-    """The bytes of regular file ``name`` (see _open_regular), or None if it is absent."""
+    """The bytes of regular file ``name`` (see _open_regular), no hashing started, or None if
+    it is absent."""
     opened = _open_regular(dir_fd, name, limit)
     if opened is None:
         return None
@@ -239,6 +240,9 @@ def _read_regular_writable(dir_fd: int, name: str, limit: int) -> _Read | None:
     except OSError as exc:
         pieces.cancel()
         raise _Rejected(f"cannot read {name} ({exc.strerror})") from None
+    except BaseException:
+        pieces.cancel()
+        raise
     if got != size or grew:
         pieces.cancel()
         raise _Rejected(f"{name} changed while being read")
@@ -695,9 +699,8 @@ class EntryStore:
             return None
         blob = found.data
         try:
-            secret = (
-                self.directory.key()
-            )  # outside the next try: a refused key is the cache's error
+            # Raised, not discarded: a refused key is the cache's error, not the entry's.
+            secret = self.directory.key()
         except BaseException:
             if found.pieces is not None:
                 found.pieces.cancel()

@@ -7,7 +7,11 @@ machine falls on every column alike), median milliseconds per inference:
 - LiteRT GPU: ``CompiledModel`` with the GPU accelerator (WebGPU on Vulkan on Linux), float32
   enforced, timed as run + read (run only submits; reading waits for the GPU). "n/a: reason"
   where it cannot run (no Vulkan, no adapter, an op it cannot take: it has no CPU fallback);
-- gpu_opencl, float32 and half storage (``precision_loss_allowed``).
+- gpu_opencl, float32 and half storage (``precision_loss_allowed``);
+- offload + litert: the ``litert`` delegate on LiteRT's GPU accelerator (float32 enforced, its
+  default), so offload's cost over LiteRT's GPU path shows beside it;
+- offload auto: ``delegates="auto"`` with every core as ``num_threads``, measured afresh (no
+  decision cache); it needs the plugins installed (entry points), and names its choice.
 
 Each column also gets its time divided by LiteRT GPU's and its largest relative error
 (max|a - b| / max|b| over each output) against LiteRT CPU's builtin kernels, the oracle.
@@ -50,6 +54,8 @@ COLUMNS = {  # key -> column title
     "litert_gpu": "LiteRT GPU (f32)",
     "gpu_opencl_f32": "gpu_opencl f32",
     "gpu_opencl_half": "gpu_opencl half",
+    "litert_gpu_offload": "offload + litert GPU (f32)",
+    "auto": "offload auto",
 }
 BASELINE = "litert_gpu"
 PROFILED = ("gpu_opencl_f32", "gpu_opencl_half")
@@ -270,6 +276,55 @@ def gpu_opencl(path: Path, inputs: Sequence[np.ndarray], half: bool) -> Runner:
     )
 
 
+def _offload_runner(interp: Any, inputs: Sequence[np.ndarray], info: dict[str, Any]) -> Runner:
+    interp.allocate_tensors()
+    for d, x in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(d["index"], x)
+    plan = interp.plan()
+    info.update(partitions=len(plan.partitions), cpu_nodes=len(plan.cpu_nodes()))
+    outputs = interp.get_output_details()
+    return Runner(
+        interp.invoke, lambda: [interp.get_tensor(d["index"]) for d in outputs], info, interp
+    )
+
+
+def litert_gpu_offload(path: Path, inputs: Sequence[np.ndarray]) -> Runner:
+    import offload
+    from offload_litert import LiteRTDelegate
+
+    available = LiteRTDelegate.availability()
+    if not available.available:
+        raise Unavailable(f"litert unavailable: {available.reason}")
+    delegate = LiteRTDelegate({"accelerator": "gpu"})
+    interp = offload.Interpreter(model_path=str(path), experimental_delegates=[delegate])
+    return _offload_runner(interp, inputs, {})
+
+
+def offload_auto(path: Path, inputs: Sequence[np.ndarray]) -> Runner:
+    import offload
+
+    installed = [d.name for d in offload.list_delegates()]
+    if not installed:
+        raise Unavailable("no offload delegate installed (entry points): auto has no candidate")
+    interp = offload.Interpreter(
+        model_path=str(path), delegates="auto", num_threads=os.cpu_count(), auto_cache_dir=False
+    )
+    t0 = time.perf_counter()
+    runner = _offload_runner(interp, inputs, {})
+    selection = interp.auto_selection or {}
+    runner.info.update(
+        installed=installed,
+        choice=selection.get("label") or "+".join(d.name for d in interp.delegates) or "cpu",
+        choosing_s=selection.get("choosing_s", time.perf_counter() - t0),
+        reason=selection.get("reason", ""),
+        candidates=[
+            {k: row.get(k) for k in ("label", "status", "prepare_ms", "median_ms", "reason")}
+            for row in selection.get("candidates", [])
+        ],
+    )
+    return runner
+
+
 def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
     if key == "litert_cpu_1":
         return litert_cpu(path, inputs, 1)
@@ -277,6 +332,10 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return litert_cpu(path, inputs, os.cpu_count() or 1)
     if key == "litert_gpu":
         return litert_gpu(path, inputs)
+    if key == "litert_gpu_offload":
+        return litert_gpu_offload(path, inputs)
+    if key == "auto":
+        return offload_auto(path, inputs)
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
 
 
@@ -407,7 +466,8 @@ def _cell(col: dict[str, Any], width: int = 40) -> str:
     else:
         text += " ("
     sep = ", " if col.get("vs_litert_gpu") is not None else ""
-    return text + f"{sep}err {col['max_rel_error']:.1e})"
+    choice = f", {col['choice']}" if col.get("choice") else ""
+    return text + f"{sep}err {col['max_rel_error']:.1e}{choice})"
 
 
 def _gpu_device(results: Sequence[dict[str, Any]]) -> str:
@@ -430,7 +490,30 @@ def _notes(results: Sequence[dict[str, Any]]) -> list[str]:
                     f"{r['model']}, {COLUMNS[key]}: {col['delegated_nodes']} nodes in "
                     f"{col['partitions']} partition(s), {col['cpu_nodes']} on the CPU"
                 )
+        auto = r["columns"].get("auto", {})
+        if auto.get("ms") is not None:
+            notes.append(f"{r['model']}, {COLUMNS['auto']}: {_auto_note(r['columns'])}")
     return notes
+
+
+# What auto could have chosen among the other columns: LiteRT's CPU kernels through the litert
+# delegate (all cores, as auto was given) and gpu_opencl in float32.
+AUTO_RIVALS = ("litert_cpu_all", "gpu_opencl_f32")
+
+
+def _auto_note(columns: dict[str, dict[str, Any]]) -> str:
+    auto = columns["auto"]
+    timed = [
+        f"{c['label']} {c['median_ms']:.3g} ms"
+        for c in auto.get("candidates", [])
+        if c.get("median_ms") is not None
+    ]
+    rivals = {k: columns[k]["ms"] for k in AUTO_RIVALS if columns.get(k, {}).get("ms")}
+    text = f"chose {auto['choice']} in {auto['choosing_s']:.2f} s (measured: {', '.join(timed)})"
+    if rivals:
+        fastest = min(rivals, key=rivals.__getitem__)
+        text += f"; {auto['ms'] / rivals[fastest]:.2f}x the fastest of the two ({COLUMNS[fastest]})"
+    return text
 
 
 def _profile_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]], str]:

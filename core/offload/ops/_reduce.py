@@ -101,6 +101,10 @@ def reduced_shape(shape: Sequence[int], axes: tuple[int, ...], keep_dims: bool) 
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
+# Outputs per reduced position from which a Python loop over the rows beats accumulate.
+_WIDE_ROWS = 256
+
+
 def sequential(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """``ufunc`` over ``axes`` (kept as size 1) in the order LiteRT's reduce loops take the
     elements: each output's reduced elements one after another, in input memory order, each
@@ -110,9 +114,16 @@ def sequential(ufunc: np.ufunc, x: np.ndarray, axes: tuple[int, ...]) -> np.ndar
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     if count == 0:  # nothing to reduce: the operation's identity (0 for a sum)
         return np.full(reduced_shape(x.shape, axes, True), ufunc.identity, x.dtype)
-    # Reduced axes first: accumulate walks them in order for every output at once.
+    # Reduced axes first: one row per reduced position, every output a column.
     rows = np.transpose(x, sorted(axes) + kept).reshape(count, -1)
-    result = ufunc.accumulate(rows, axis=0, dtype=x.dtype)[-1]
+    if rows.shape[1] >= _WIDE_ROWS:
+        # Row by row in place: numpy's accumulate along axis 0 is slow on wide rows (0.7 ms
+        # against 0.09 ms for InceptionV3's 64 x 2048 global mean), with the same roundings.
+        result = rows[0].copy()
+        for row in rows[1:]:
+            ufunc(result, row, out=result)
+    else:
+        result = ufunc.accumulate(rows, axis=0, dtype=x.dtype)[-1]
     return result.reshape(reduced_shape(x.shape, axes, True))
 
 

@@ -82,6 +82,16 @@ def quantized_add() -> bytes:
     return b.build()
 
 
+def mean(shape, axes, out_shape, keep_dims: bool) -> bytes:
+    return single(
+        "MEAN",
+        [shape],
+        out_shape,
+        {"keep_dims": keep_dims},
+        consts=[np.array(axes, np.int32)],
+    )
+
+
 CASES: dict[str, Callable[[], bytes]] = {
     "conv_same_relu6": lambda: conv(),
     "conv_stride2_valid": lambda: conv(stride=2, padding="VALID", act="NONE"),
@@ -153,6 +163,10 @@ CASES: dict[str, Callable[[], bytes]] = {
         (1, 3, 3, 4),
         {"padding": "VALID", "stride_h": 2, "stride_w": 2, "filter_height": 2, "filter_width": 2},
     ),
+    # The mean over height and width (a global average pool), as image classifiers end.
+    "mean_spatial": lambda: mean((1, 6, 5, 13), [1, 2], (1, 1, 1, 13), keep_dims=True),
+    "mean_spatial_negative_axes": lambda: mean((2, 4, 3, 9), [-2, -3], (2, 9), keep_dims=False),
+    "hard_swish": lambda: single("HARD_SWISH", [(1, 5, 5, 7)], (1, 5, 5, 7)),
     "mul_broadcast": lambda: single("MUL", [(1, 5, 5, 4), (1, 1, 5, 1)], (1, 5, 5, 4)),
     "sub_const": lambda: single("SUB", [(2, 6)], (2, 6), consts=[w(6)]),
     "maximum": lambda: single("MAXIMUM", [(3, 4), (3, 4)], (3, 4)),
@@ -242,3 +256,34 @@ def test_op_matches_litert(case: str) -> None:
         assert got.shape == want.shape and got.dtype == want.dtype
         rel = relative_error(got, want)
         assert rel <= TOLERANCE.get(case, 1e-5), f"{case}: {rel:.3e}\ngpu {got}\nlitert {want}"
+
+
+@pytest.mark.parametrize(
+    ("axes", "out_shape"), [([3], (2, 4, 4, 1)), ([0, 1, 2], (1, 1, 1, 6)), ([1], (2, 1, 4, 6))]
+)
+def test_mean_over_other_axes_stays_on_the_cpu_with_the_reason(axes, out_shape) -> None:
+    """gpu_opencl computes the mean over height and width only; any other mean is left to the
+    CPU with the reason, and the model still runs."""
+    content = mean((2, 4, 4, 6), axes, out_shape, keep_dims=True)
+    interp = offload.Interpreter(model_content=content, delegates=["gpu_opencl"])
+    reasons = interp.plan().fallback_summary()["MEAN"]["reasons"]["gpu_opencl"]
+    assert any("only the mean over height and width" in r for r in reasons), reasons
+    interp.allocate_tensors()
+    interp.invoke()
+
+
+@pytest.mark.litert
+def test_hard_swish_over_its_whole_range() -> None:
+    """HARD_SWISH on both sides of its bends (-3 and 3), at them, and far out, as LiteRT."""
+    content = single("HARD_SWISH", [(2, 3, 5, 16)], (2, 3, 5, 16))
+    values = np.linspace(-8, 8, 480, dtype=F).reshape(2, 3, 5, 16)
+    values.flat[:4] = [-3, 3, 0, -0.0]
+    interp = offload.Interpreter(
+        model_content=content, delegates=["gpu_opencl"], allow_cpu_fallback=False
+    )
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], values)
+    interp.invoke()
+    got = interp.get_tensor(interp.get_output_details()[0]["index"])
+    (want,) = run_litert(None, [values], content=content)
+    assert relative_error(got, want) <= 1e-6

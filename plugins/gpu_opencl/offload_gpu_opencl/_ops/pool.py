@@ -1,11 +1,13 @@
-"""MAX_POOL_2D and AVERAGE_POOL_2D: one pool kernel, 8 channels of one output pixel per item."""
+"""MAX_POOL_2D, AVERAGE_POOL_2D and MEAN over height and width (a global average pool): one pool
+kernel, 8 channels of one output pixel per item."""
 
 from __future__ import annotations
 
 from offload import Node, Subgraph
+from offload.ops import output_shapes
 from offload_gpu_opencl._ir import Lowering, kernel_act
-from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
-from offload_gpu_opencl._shapes import window, window_limits
+from offload_gpu_opencl._ops._spec import FLOAT_DTYPES, FUSED_ACTIVATIONS, OpSpec
+from offload_gpu_opencl._shapes import constant_ints, need, required, window, window_limits
 
 __all__ = ["SPECS"]
 
@@ -48,13 +50,69 @@ def lower(lw: Lowering, node: Node) -> None:
         lw.finish(node)
 
 
-SPECS = tuple(
-    OpSpec(
-        op=op,
-        limits=limits,
-        lower=lower,
-        quantized_versions=(1, 2),
-        fused_activations=FUSED_ACTIVATIONS,
+def mean_limits(node: Node, sg: Subgraph) -> None:
+    """Constant axes, and an output of one value per batch and channel: the mean over height
+    and width that ends image classifiers (LiteRT's GPU delegate takes any axes; the pool kernel
+    computes this one). Judged from the core's output shape, so axis spellings (negative,
+    repeated, size-1 axes) are resolved by the core's rule."""
+    constant_ints(sg, required(node, sg, 1, "axes"), "axes (input 1)")
+    shape = tuple(int(d) for d in required(node, sg, 0, "input").shape)
+    need(len(shape) == 4, f"input must have rank 4 (NHWC), found {list(shape)}")
+    n, _, _, c = shape
+    out = tuple(output_shapes(node, sg)[0] or ())
+    need(
+        out in ((n, 1, 1, c), (n, c)),
+        f"only the mean over height and width is supported (output [{n}, 1, 1, {c}] or "
+        f"[{n}, {c}] for input {list(shape)}), found output {list(out)}",
     )
-    for op in _KIND
+
+
+def lower_mean(lw: Lowering, node: Node) -> None:
+    x = node.inputs[0]
+    n, h, wd, c = lw.tensor(x).shape
+    cb = (c + 7) // 8
+    # A window of the whole image: the pool sums each channel in input order, as LiteRT's
+    # reference MEAN does, and divides by H * W.
+    lw.launch(
+        node,
+        "pool",
+        (cb, 1, n),
+        lw.ref(x),
+        lw.out(node),
+        h,
+        wd,
+        c,
+        1,
+        1,
+        h,
+        wd,
+        1,
+        1,
+        0,
+        0,
+        _KIND["AVERAGE_POOL_2D"],
+        kernel_act(node, lw.subgraph),
+        local=lw.shapes.rows_local(cb),
+    )
+
+
+SPECS = (
+    *(
+        OpSpec(
+            op=op,
+            limits=limits,
+            lower=lower,
+            quantized_versions=(1, 2),
+            fused_activations=FUSED_ACTIVATIONS,
+        )
+        for op in _KIND
+    ),
+    OpSpec(
+        op="MEAN",
+        limits=mean_limits,
+        lower=lower_mean,
+        versions=(1, 3),
+        dtypes=FLOAT_DTYPES,
+        constant_inputs=(1,),
+    ),
 )

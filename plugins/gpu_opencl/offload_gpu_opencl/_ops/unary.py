@@ -1,4 +1,5 @@
-"""One-input elementwise ops: RELU, RELU6, LOGISTIC, EXP, 8 elements per item (unary8)."""
+"""One-input elementwise ops: RELU, RELU6, LOGISTIC, EXP, HARD_SWISH, 8 elements per item
+(unary8)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,20 @@ import numpy as np
 
 from offload import Node, Subgraph
 from offload_gpu_opencl._ir import ACTIVATIONS, Lowering, elements
-from offload_gpu_opencl._ops._spec import OpSpec
+from offload_gpu_opencl._ops._spec import FLOAT_DTYPES, OpSpec
 
 __all__ = ["CODES", "COPY", "FOR_ACTIVATION", "SPECS"]
 
 # unary8's `op` codes (cl/unary.cl); COPY copies.
-CODES = {"RELU": 0, "RELU6": 1, "RELU_N1_TO_1": 2, "LOGISTIC": 3, "TANH": 4, "EXP": 5}
+CODES = {
+    "RELU": 0,
+    "RELU6": 1,
+    "RELU_N1_TO_1": 2,
+    "LOGISTIC": 3,
+    "TANH": 4,
+    "EXP": 5,
+    "HARD_SWISH": 7,
+}
 COPY = 6
 # The unary8 code applying each fused activation (by its ACTIVATIONS code).
 FOR_ACTIVATION = {
@@ -46,4 +55,6 @@ SPECS = (
     OpSpec(op="RELU6", lower=lower, quantized_versions=(1, 2)),
     OpSpec(op="LOGISTIC", lower=lower, quantized_versions=(1, 2), check=_logistic_check),
     OpSpec(op="EXP", lower=lower),
+    # Float only: LiteRT's int8 HARD_SWISH is a 16-bit fixed-point algorithm of its own.
+    OpSpec(op="HARD_SWISH", lower=lower, dtypes=FLOAT_DTYPES),
 )

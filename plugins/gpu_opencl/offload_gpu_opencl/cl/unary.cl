@@ -12,6 +12,8 @@ __kernel void unary8(__global const store_t* x, __global store_t* y, int total, 
         case 3: v = one / (one + exp(-v)); break;
         case 4: v = tanh(v); break;
         case 5: v = exp(v); break;
+        /* HARD_SWISH in the order of LiteRT's vector lanes: (x / 6) * relu6(x + 3). */
+        case 7: v = (v * (real8)(1.0f / 6.0f)) * clamp(v + (real8)3, (real8)0, (real8)6); break;
         default: break;
     }
     store8(y, i, v, total - i);

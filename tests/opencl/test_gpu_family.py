@@ -279,6 +279,32 @@ def test_softmax_rows_matches_litert(shape: tuple[int, ...], precision_loss: boo
     assert_close(found, run_litert(None, inputs, content), tol=3e-2 if precision_loss else 1e-5)
 
 
+@pytest.mark.litert
+@pytest.mark.parametrize(
+    ("shape", "keep_dims"),
+    [((1, 56, 56, 16), True), ((2, 7, 7, 1280), False), ((1, 3, 5, 13), True)],
+    ids=str,
+)
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+def test_mean_hw_matches_litert(
+    shape: tuple[int, ...], keep_dims: bool, precision_loss: bool
+) -> None:
+    """The GPU family's MEAN over height and width, a group of 64 per 8 channels: images of
+    more and fewer pixels than the group, channels off the block of 8, two images."""
+    n, _, _, c = shape
+    b = ModelBuilder()
+    x = b.add_input("x", shape)
+    axes = b.add_constant("axes", np.array([1, 2], np.int32))
+    y = b.add_tensor("y", (n, 1, 1, c) if keep_dims else (n, c))
+    b.add_operator("MEAN", [x, axes], [y], {"keep_dims": keep_dims})
+    b.add_output(y)
+    content = b.build()
+    inputs = [RNG.uniform(-1, 1, shape).astype(F)]
+    found, stats = run(content, inputs, kernel_family="gpu", precision_loss_allowed=precision_loss)
+    assert stats["launched"] == ["mean_hw"]
+    assert_close(found, run_litert(None, inputs, content), tol=1e-2 if precision_loss else 1e-5)
+
+
 # -- whole models -------------------------------------------------------------------------------
 
 MODELS = {name: path for name, path in face_models().items()} | {MOBILENET.name: MOBILENET}

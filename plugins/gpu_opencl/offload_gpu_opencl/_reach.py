@@ -154,6 +154,12 @@ def _reach_pool(a: list, g: tuple[int, ...]) -> list[Span]:
     return [_images_in(n, h, w, c), (0, n * oh * ow * c)]
 
 
+def _reach_mean_hw(a: list, g: tuple[int, ...]) -> list[Span]:
+    hw, c = a[:2]
+    n = g[1]
+    return [_images_in(n, hw, 1, c), (0, n * c)]
+
+
 def _reach_binary(a: list, g: tuple[int, ...]) -> list[Span]:
     total, d1, d2, d3 = a[:4]
     dims = (_count(total, d1 * d2 * d3), d1, d2, d3)
@@ -245,6 +251,7 @@ _REACH: dict[str, Callable[[list, tuple[int, ...]], list[Span]]] = {
     "dwconv_any": _reach_dwconv_any,
     "transpose_conv": _reach_transpose_conv,
     "pool": _reach_pool,
+    "mean_hw": _reach_mean_hw,
     "binary": _reach_binary,
     "binary8": _reach_binary8,
     "unary8": _reach_unary8,

@@ -1,5 +1,6 @@
 """MAX_POOL_2D, AVERAGE_POOL_2D and MEAN over height and width (a global average pool): one pool
-kernel, 8 channels of one output pixel per item."""
+kernel, 8 channels of one output pixel per item; in the GPU family the MEAN has a kernel of its
+own (mean_hw), a group of 64 items per 8 channels."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def lower(lw: Lowering, node: Node) -> None:
 
 def mean_limits(node: Node, sg: Subgraph) -> None:
     """Constant axes, and an output of one value per batch and channel: the mean over height
-    and width that ends image classifiers (LiteRT's GPU delegate takes any axes; the pool kernel
-    computes this one). Judged from the core's output shape, so axis spellings (negative,
+    and width that ends image classifiers (LiteRT's GPU delegate takes any axes; the kernels
+    compute this one). Judged from the core's output shape, so axis spellings (negative,
     repeated, size-1 axes) are resolved by the core's rule."""
     constant_ints(sg, required(node, sg, 1, "axes"), "axes (input 1)")
     shape = tuple(int(d) for d in required(node, sg, 0, "input").shape)
@@ -67,33 +68,24 @@ def mean_limits(node: Node, sg: Subgraph) -> None:
     )
 
 
+# cl/pool.cl's mean_hw: its reqd_work_group_size.
+MEAN_GROUP = (64, 1)
+
+
 def lower_mean(lw: Lowering, node: Node) -> None:
     x = node.inputs[0]
     n, h, wd, c = lw.tensor(x).shape
     cb = (c + 7) // 8
+    act = kernel_act(node, lw.subgraph)
+    if lw.gpu_family:  # a group of 64 per 8 channels: the image summed in parallel
+        args = (lw.ref(x), lw.out(node), h * wd, c, act)
+        lw.launch(node, "mean_hw", (cb * MEAN_GROUP[0], n), *args, local=MEAN_GROUP)
+        return
     # A window of the whole image: the pool sums each channel in input order, as LiteRT's
     # reference MEAN does, and divides by H * W.
-    lw.launch(
-        node,
-        "pool",
-        (cb, 1, n),
-        lw.ref(x),
-        lw.out(node),
-        h,
-        wd,
-        c,
-        1,
-        1,
-        h,
-        wd,
-        1,
-        1,
-        0,
-        0,
-        _KIND["AVERAGE_POOL_2D"],
-        kernel_act(node, lw.subgraph),
-        local=lw.shapes.rows_local(cb),
-    )
+    args = (lw.ref(x), lw.out(node), h, wd, c, 1, 1, h, wd, 1, 1, 0, 0)
+    kind = _KIND["AVERAGE_POOL_2D"]
+    lw.launch(node, "pool", (cb, 1, n), *args, kind, act, local=lw.shapes.rows_local(cb))
 
 
 SPECS = (

@@ -25,3 +25,23 @@ __kernel void pool(__global const store_t* x, __global store_t* y,
     }
     store8(y, (row * OW + ox) * C + c0, act8(acc, act), C - c0);
 }
+
+/* The GPU family's MEAN over H and W: one group of 64 items per 8 channels of one image (the
+   pool kernel gives each output one item, which then walks a whole 56x56 image alone). Items
+   stride over the pixels; their sums are added in local memory, then divided by H * W.
+   NDRange: (channel blocks * 64, N), groups (64, 1). */
+__attribute__((reqd_work_group_size(64, 1, 1)))
+__kernel void mean_hw(__global const store_t* x, __global store_t* y, int HW, int C, int act) {
+    __local real8 red[64];
+    const int c0 = get_group_id(0) * 8, n = get_group_id(1), lid = get_local_id(0);
+    const int base = n * HW * C + c0;
+    real8 acc = (real8)0;
+    for (int p = lid; p < HW; p += 64) acc += LD8(x, base + p * C);
+    red[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int span = 32; span > 0; span >>= 1) {
+        if (lid < span) red[lid] += red[lid + span];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) store8(y, n * C + c0, act8(red[0] / (real)HW, act), C - c0);
+}

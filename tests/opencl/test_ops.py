@@ -82,6 +82,20 @@ def quantized_add() -> bytes:
     return b.build()
 
 
+def quantized_depth_to_space() -> bytes:
+    """QUANTIZE, int8 DEPTH_TO_SPACE, DEQUANTIZE: the moved values stay on the int8 grid."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 3, 3, 16))
+    qx = b.add_tensor("qx", (1, 3, 3, 16), np.int8, quantization=(0.01, 3))
+    qy = b.add_tensor("qy", (1, 6, 6, 4), np.int8, quantization=(0.01, 3))
+    y = b.add_tensor("y", (1, 6, 6, 4))
+    b.add_operator("QUANTIZE", [x], [qx])
+    b.add_operator("DEPTH_TO_SPACE", [qx], [qy], {"block_size": 2})
+    b.add_operator("DEQUANTIZE", [qy], [y], version=2)
+    b.add_output(y)
+    return b.build()
+
+
 def mean(shape, axes, out_shape, keep_dims: bool) -> bytes:
     return single(
         "MEAN",
@@ -166,6 +180,13 @@ CASES: dict[str, Callable[[], bytes]] = {
     # The mean over height and width (a global average pool), as image classifiers end.
     "mean_spatial": lambda: mean((1, 6, 5, 13), [1, 2], (1, 1, 1, 13), keep_dims=True),
     "mean_spatial_negative_axes": lambda: mean((2, 4, 3, 9), [-2, -3], (2, 9), keep_dims=False),
+    "depth_to_space": lambda: single(
+        "DEPTH_TO_SPACE", [(2, 3, 4, 12)], (2, 6, 8, 3), {"block_size": 2}
+    ),
+    "depth_to_space_3": lambda: single(
+        "DEPTH_TO_SPACE", [(1, 2, 3, 18)], (1, 6, 9, 2), {"block_size": 3}
+    ),
+    "quantized_depth_to_space": quantized_depth_to_space,
     "hard_swish": lambda: single("HARD_SWISH", [(1, 5, 5, 7)], (1, 5, 5, 7)),
     "mul_broadcast": lambda: single("MUL", [(1, 5, 5, 4), (1, 1, 5, 1)], (1, 5, 5, 4)),
     "sub_const": lambda: single("SUB", [(2, 6)], (2, 6), consts=[w(6)]),

@@ -160,6 +160,11 @@ def _reach_mean_hw(a: list, g: tuple[int, ...]) -> list[Span]:
     return [_images_in(n, hw, 1, c), (0, n * c)]
 
 
+def _reach_depth_to_space(a: list, g: tuple[int, ...]) -> list[Span]:
+    total = a[0]
+    return [(0, total), (0, total)]  # the same elements, moved
+
+
 def _reach_binary(a: list, g: tuple[int, ...]) -> list[Span]:
     total, d1, d2, d3 = a[:4]
     dims = (_count(total, d1 * d2 * d3), d1, d2, d3)
@@ -252,6 +257,7 @@ _REACH: dict[str, Callable[[list, tuple[int, ...]], list[Span]]] = {
     "transpose_conv": _reach_transpose_conv,
     "pool": _reach_pool,
     "mean_hw": _reach_mean_hw,
+    "depth_to_space": _reach_depth_to_space,
     "binary": _reach_binary,
     "binary8": _reach_binary8,
     "unary8": _reach_unary8,

@@ -95,7 +95,7 @@ class FlakyKernel(FakeKernel):
         raise RuntimeError("lost the device")
 
 
-def _delegate(name: str, kernel: type[FakeKernel], ops: Sequence[str] = ("ADD", "MUL")) -> type:
+def fake_delegate(name: str, kernel: type[FakeKernel], ops: Sequence[str] = ("ADD", "MUL")) -> type:
     caps = Capabilities(
         ops=tuple(offload.OpCapability(op=op) for op in ops),
         model_types=_TYPES,
@@ -116,14 +116,14 @@ def _delegate(name: str, kernel: type[FakeKernel], ops: Sequence[str] = ("ADD", 
     return Fake
 
 
-FAST = _delegate("fast", FakeKernel)
-SLOW = _delegate("slow", SlowKernel)
-WRONG = _delegate("wrong", WrongKernel)
-BROKEN = _delegate("broken", BrokenKernel)
-FLAKY = _delegate("flaky", FlakyKernel)
-ADD_ONLY = _delegate("addonly", FakeKernel, ops=("ADD",))
+FAST = fake_delegate("fast", FakeKernel)
+SLOW = fake_delegate("slow", SlowKernel)
+WRONG = fake_delegate("wrong", WrongKernel)
+BROKEN = fake_delegate("broken", BrokenKernel)
+FLAKY = fake_delegate("flaky", FlakyKernel)
+ADD_ONLY = fake_delegate("addonly", FakeKernel, ops=("ADD",))
 # The default engine's name: the default applies the delegate called litert.
-LITERT = _delegate("litert", FakeKernel)
+LITERT = fake_delegate("litert", FakeKernel)
 
 
 def install(monkeypatch: pytest.MonkeyPatch, *classes: type[Delegate]) -> None:

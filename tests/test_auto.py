@@ -3,6 +3,9 @@ reference; failures are dropped with their reason, never raised; the budget boun
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -18,7 +21,9 @@ from tests._auto_fakes import (
     INITS,
     SLOW,
     WRONG,
+    FakeKernel,
     chain_model,
+    fake_delegate,
     install,
     slow_reference,
 )
@@ -110,6 +115,46 @@ def test_state_and_inputs_start_fresh_after_measuring(monkeypatch, auto_cache):
     other = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_cache_dir=False)
     other.allocate_tensors()
     assert not other.get_tensor(index).any()
+
+
+def test_no_candidate_runs_while_the_references_helper_threads_spin(monkeypatch, auto_cache):
+    """numpy's BLAS threads spin on after the CPU reference's products: no other candidate is
+    run until they have stopped, so none is timed (or dropped) for sharing the cores."""
+    # As fast as each other, so the reference is timed in the rounds too.
+    install(monkeypatch, PACED)
+    slow_reference(monkeypatch, delay_s=PacedKernel.delay_s)
+    spinning: list[threading.Thread] = []
+    run = _auto_measure._run
+
+    def reference_leaving_helpers(executor, inputs):  # type: ignore[no-untyped-def]
+        result = run(executor, inputs)
+        if not executor.delegates:  # the reference: a helper spins 0.1 s, as BLAS's do
+            helper = threading.Thread(target=_spin, args=(0.1,), daemon=True)
+            helper.start()
+            spinning.append(helper)
+        elif any(t.is_alive() for t in spinning):
+            overlapped.append(executor.delegates[0].name)
+        return result
+
+    overlapped: list[str] = []
+    monkeypatch.setattr(_auto_measure, "_run", reference_leaving_helpers)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    interp.allocate_tensors()
+    assert not overlapped, f"{len(overlapped)} candidate runs while the reference's helper spun"
+    assert _rows(interp)["paced"]["runs"] >= 3
+
+
+class PacedKernel(FakeKernel):
+    delay_s = 0.002
+
+
+PACED = fake_delegate("paced", PacedKernel)
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def test_budget_bounds_the_timed_runs(monkeypatch, auto_cache):

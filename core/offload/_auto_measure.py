@@ -12,13 +12,15 @@ The protocol, so that a choice can be explained and its cost bounded:
    state on the same inputs, and once more: the first run is the accuracy check (see
    :class:`AccuracyPolicy`), neither is timed. A candidate that fails to prepare or invoke, or
    hands a partition back to the CPU meanwhile, is dropped with the reason.
-4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs
-   each after a short pause, a new order each round, so a slow phase of the machine falls on
-   all of them alike. A candidate whose last warm-up run took :data:`WARM_DROP_FACTOR` times
-   the best one's is not timed at all, and one whose fastest of at least 3 runs took
-   :data:`DROP_FACTOR` times the best median so far stops being timed: the close contenders
-   get the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a
-   round that would overrun the budget. A candidate never timed is judged by its last
+4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs each
+   after a short pause, a new order each round, so a slow phase of the machine falls on all of
+   them alike. The CPU reference's runs are followed by a longer pause
+   (:data:`REFERENCE_SETTLE_S`, not charged to the budget), so that its BLAS threads have
+   stopped before another candidate runs. A candidate whose last warm-up run took
+   :data:`WARM_DROP_FACTOR` times the best one's is not timed at all, and one whose fastest of
+   at least 3 runs took :data:`DROP_FACTOR` times the best median so far stops being timed: the
+   close contenders get the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or
+   before a round that would overrun the budget. A candidate never timed is judged by its last
    warm-up run.
 5. **The budget** covers the runs (warm-up runs included), not the preparations; a candidate
    whose turn comes after the budget is spent is not prepared at all and is reported as
@@ -48,6 +50,7 @@ __all__ = [
     "AccuracyPolicy",
     "DROP_FACTOR",
     "MAX_RUNS",
+    "REFERENCE_SETTLE_S",
     "WARMUP_RUNS",
     "WARM_DROP_FACTOR",
     "Trial",
@@ -65,6 +68,11 @@ WARMUP_RUNS = 2
 # Each round times a block of runs per candidate (fewer when the budget is short).
 BLOCK_RUNS = 3
 SWITCH_PAUSE_S = 0.001
+# numpy's BLAS keeps its worker threads spinning after a product (OpenBLAS: up to ~0.1 s) and
+# the CPU reference's convolutions are such products. A candidate run meanwhile shares the cores
+# with them: on a 16-core host LiteRT's XNNPACK on 16 threads took 2-13x its steady time right
+# after the reference, and was dropped for it. The reference's runs are followed by this pause.
+REFERENCE_SETTLE_S = 0.2
 
 
 class Unmeasurable(Exception):
@@ -322,6 +330,7 @@ def measure(
     expected = first_run(reference)
     if expected is None:
         raise Unmeasurable(f"the CPU reference could not run the model: {reference.reason}")
+    time.sleep(REFERENCE_SETTLE_S)
     for trial in others:
         if spent >= budget_s:
             trial.status = "not measured"
@@ -365,6 +374,8 @@ def measure(
             for _ in range(block):
                 if trial.status == "measuring":
                     spent += _timed(trial, inputs)
+            if trial is reference:
+                time.sleep(REFERENCE_SETTLE_S)
         rounds += 1
         live = [t for t in live if t.status == "measuring"]
         best = min((t.median_s for t in live if t.median_s is not None), default=None)

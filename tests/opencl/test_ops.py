@@ -82,12 +82,12 @@ def quantized_add() -> bytes:
     return b.build()
 
 
-def quantized_depth_to_space() -> bytes:
+def quantized_depth_to_space(out_quantization=(0.01, 3)) -> bytes:
     """QUANTIZE, int8 DEPTH_TO_SPACE, DEQUANTIZE: the moved values stay on the int8 grid."""
     b = ModelBuilder()
     x = b.add_input("x", (1, 3, 3, 16))
     qx = b.add_tensor("qx", (1, 3, 3, 16), np.int8, quantization=(0.01, 3))
-    qy = b.add_tensor("qy", (1, 6, 6, 4), np.int8, quantization=(0.01, 3))
+    qy = b.add_tensor("qy", (1, 6, 6, 4), np.int8, quantization=out_quantization)
     y = b.add_tensor("y", (1, 6, 6, 4))
     b.add_operator("QUANTIZE", [x], [qx])
     b.add_operator("DEPTH_TO_SPACE", [qx], [qy], {"block_size": 2})
@@ -308,3 +308,11 @@ def test_hard_swish_over_its_whole_range() -> None:
     got = interp.get_tensor(interp.get_output_details()[0]["index"])
     (want,) = run_litert(None, [values], content=content)
     assert relative_error(got, want) <= 1e-6
+
+
+def test_depth_to_space_across_scales_stays_on_the_cpu() -> None:
+    """LiteRT moves the raw int8 codes; with another output scale the float view would not."""
+    content = quantized_depth_to_space(out_quantization=(0.02, 0))
+    interp = offload.Interpreter(model_content=content, delegates=["gpu_opencl"])
+    reasons = interp.plan().fallback_summary()["DEPTH_TO_SPACE"]["reasons"]["gpu_opencl"]
+    assert any("copies raw codes without rescaling" in r for r in reasons), reasons

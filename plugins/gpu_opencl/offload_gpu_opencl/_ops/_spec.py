@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from offload import DTypeName, Node, OpCapability, Subgraph
+from offload.quant import scale_zero_point
 from offload_gpu_opencl._constants import foldable
-from offload_gpu_opencl._ir import Lowering, Ref, pad_last
+from offload_gpu_opencl._ir import QUANTIZED, Lowering, Ref, pad_last
 from offload_gpu_opencl._shapes import Limits, rule_reason
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "OpSpec",
     "bias_row",
     "constant_weights_reason",
+    "raw_codes_reason",
 ]
 
 # LiteRT's GPU delegate: these fused activations, rank <= 4, float tensors (8-bit ones only
@@ -112,3 +114,26 @@ def bias_row(lw: Lowering, node: Node, bias: int, channels: int) -> Ref:
         return pad_last(lw.value(bias).reshape(1, channels))
 
     return lw.const(f"b{node.index}", row, param=True)
+
+
+def raw_codes_reason(node: Node, sg: Subgraph, limits: Limits | None = None) -> str | None:
+    """For ops that copy quantized values without rescaling (MAXIMUM, MINIMUM, DEPTH_TO_SPACE):
+    LiteRT (and the CPU reference) move the raw codes to the output. The float view moves real
+    values, which gives the same codes only when the inputs and the output share one per-tensor
+    scale and zero point (as converters write them); any other node stays on the CPU reference.
+    The core's rule and ``limits`` first."""
+    reason = rule_reason(node, sg, limits)
+    tensors = [sg.tensors[t] for t in (*node.inputs, *node.outputs) if t >= 0]
+    if reason is not None or not any(t.dtype in QUANTIZED for t in tensors):
+        return reason
+    if any(t.quantization is None or t.quantization.scale.size != 1 for t in tensors):
+        return f"quantized {node.op} needs per-tensor quantization on its inputs and output"
+    params = {scale_zero_point(t) for t in tensors}
+    if len(params) > 1:
+        found = ", ".join(f"{float(s):g}/{z}" for s, z in (scale_zero_point(t) for t in tensors))
+        return (
+            f"quantized {node.op} copies raw codes without rescaling (LiteRT), which the float "
+            f"view reproduces only when inputs and output share one scale and zero point; "
+            f"found {found} (scale/zero point of each input, then the output)"
+        )
+    return None

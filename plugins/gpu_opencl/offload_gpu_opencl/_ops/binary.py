@@ -8,10 +8,9 @@ from __future__ import annotations
 from functools import partial
 
 from offload import Node, Subgraph
-from offload.quant import scale_zero_point
-from offload_gpu_opencl._ir import QUANTIZED, Lowering, elements, kernel_act, pad4
-from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec
-from offload_gpu_opencl._shapes import need, rule_reason
+from offload_gpu_opencl._ir import Lowering, elements, kernel_act, pad4
+from offload_gpu_opencl._ops._spec import FUSED_ACTIVATIONS, OpSpec, raw_codes_reason
+from offload_gpu_opencl._shapes import need
 
 __all__ = ["SPECS"]
 
@@ -24,27 +23,8 @@ def limits(node: Node, sg: Subgraph) -> None:
     need(len(node.inputs) == 2, f"expected exactly 2 inputs, found {len(node.inputs)}")
 
 
-def raw_codes_reason(node: Node, sg: Subgraph) -> str | None:
-    """MAXIMUM and MINIMUM: on quantized tensors LiteRT (and the CPU reference) compare the
-    raw codes and copy the chosen one to the output, never rescaling. The float view computes
-    on real values, which gives the same codes only when both inputs and the output share one
-    per-tensor scale and zero point (as converters write them); any other node stays on the
-    CPU reference."""
-    reason = rule_reason(node, sg, limits)
-    tensors = [sg.tensors[t] for t in (*node.inputs, *node.outputs) if t >= 0]
-    if reason is not None or not any(t.dtype in QUANTIZED for t in tensors):
-        return reason
-    if any(t.quantization is None or t.quantization.scale.size != 1 for t in tensors):
-        return f"quantized {node.op} needs per-tensor quantization on its inputs and output"
-    params = {scale_zero_point(t) for t in tensors}
-    if len(params) > 1:
-        found = ", ".join(f"{float(s):g}/{z}" for s, z in (scale_zero_point(t) for t in tensors))
-        return (
-            f"quantized {node.op} copies raw codes without rescaling (LiteRT), which the float "
-            f"view reproduces only when inputs and output share one scale and zero point; "
-            f"found {found} (scale/zero point of each input, then the output)"
-        )
-    return None
+# MAXIMUM and MINIMUM copy the chosen input's raw code (see raw_codes_reason).
+_raw_codes = partial(raw_codes_reason, limits=limits)
 
 
 def _strides(shape: tuple[int, ...], out: tuple[int, int, int, int]) -> list[int]:
@@ -131,8 +111,8 @@ SPECS = (
     ),
     _binary(op="SUB", quantized_versions=(1, 2), fused_activations=FUSED_ACTIVATIONS),
     _binary(op="MUL", quantized_versions=(1, 2), fused_activations=FUSED_ACTIVATIONS),
-    _binary(op="MAXIMUM", quantized_versions=(1, 2), check=raw_codes_reason),
-    _binary(op="MINIMUM", quantized_versions=(1, 2), check=raw_codes_reason),
+    _binary(op="MAXIMUM", quantized_versions=(1, 2), check=_raw_codes),
+    _binary(op="MINIMUM", quantized_versions=(1, 2), check=_raw_codes),
     _binary(op="PRELU"),
     _binary(op="LOGICAL_AND", dtypes=("bool",)),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from offload import Node
 from offload_gpu_opencl._ir import Lowering, elements
-from offload_gpu_opencl._ops._spec import OpSpec
+from offload_gpu_opencl._ops._spec import OpSpec, raw_codes_reason
 
 __all__ = ["SPECS"]
 
@@ -16,7 +16,9 @@ def lower(lw: Lowering, node: Node) -> None:
     total = elements(lw.tensor(node.outputs[0]).shape)
     bs = int(node.options.block_size)
     lw.launch(node, "depth_to_space", (total,), lw.ref(x), lw.out(node), total, oh, ow, co, bs)
-    # The output holds input values only: on the grid already, no fake quantization.
+    # The output holds input values only (one scale: raw_codes_reason): no fake quantization.
 
 
-SPECS = (OpSpec(op="DEPTH_TO_SPACE", lower=lower, quantized_versions=(1, 1)),)
+SPECS = (
+    OpSpec(op="DEPTH_TO_SPACE", lower=lower, quantized_versions=(1, 1), check=raw_codes_reason),
+)

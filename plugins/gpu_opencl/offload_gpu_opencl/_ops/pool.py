@@ -60,7 +60,8 @@ def mean_limits(node: Node, sg: Subgraph) -> None:
     shape = tuple(int(d) for d in required(node, sg, 0, "input").shape)
     need(len(shape) == 4, f"input must have rank 4 (NHWC), found {list(shape)}")
     n, _, _, c = shape
-    out = tuple(output_shapes(node, sg)[0] or ())
+    rule = output_shapes(node, sg) or [None]  # checked_shapes has run the rule already
+    out = tuple(rule[0] or ())
     need(
         out in ((n, 1, 1, c), (n, c)),
         f"only the mean over height and width is supported (output [{n}, 1, 1, {c}] or "
@@ -78,14 +79,19 @@ def lower_mean(lw: Lowering, node: Node) -> None:
     cb = (c + 7) // 8
     act = kernel_act(node, lw.subgraph)
     if lw.gpu_family:  # a group of 64 per 8 channels: the image summed in parallel
-        args = (lw.ref(x), lw.out(node), h * wd, c, act)
-        lw.launch(node, "mean_hw", (cb * MEAN_GROUP[0], n), *args, local=MEAN_GROUP)
+        lw.launch(
+            node,
+            "mean_hw",
+            (cb * MEAN_GROUP[0], n),
+            *(lw.ref(x), lw.out(node), h * wd, c, act),
+            local=MEAN_GROUP,
+        )
         return
     # A window of the whole image: the pool sums each channel in input order, as LiteRT's
     # reference MEAN does, and divides by H * W.
-    args = (lw.ref(x), lw.out(node), h, wd, c, 1, 1, h, wd, 1, 1, 0, 0)
-    kind = _KIND["AVERAGE_POOL_2D"]
-    lw.launch(node, "pool", (cb, 1, n), *args, kind, act, local=lw.shapes.rows_local(cb))
+    window_args = (h, wd, c, 1, 1, h, wd, 1, 1, 0, 0, _KIND["AVERAGE_POOL_2D"], act)
+    local = lw.shapes.rows_local(cb)
+    lw.launch(node, "pool", (cb, 1, n), lw.ref(x), lw.out(node), *window_args, local=local)
 
 
 SPECS = (

@@ -462,6 +462,14 @@ _SHAPE: tuple[OpCase, ...] = (
         options={"align_corners": True},
     ),
     OpCase(
+        "depth_to_space_batch2",
+        "DEPTH_TO_SPACE",
+        F,
+        [_r(2, 3, 4, 12)],
+        [_r(2, 6, 8, 3)],
+        options={"block_size": 2},
+    ),
+    OpCase(
         "strided_slice",
         "STRIDED_SLICE",
         F,
@@ -782,6 +790,15 @@ _INT8: tuple[OpCase, ...] = (
         [_r(2, 4, 5, 3, quant=Q_IN), _i32([[0, 0], [0, 2], [1, 0], [0, 0]])],
         [_r(2, 6, 6, 3, quant=Q_IN)],
         version=2,
+        atol=1.0,
+    ),
+    OpCase(
+        "depth_to_space_int8",
+        "DEPTH_TO_SPACE",
+        I8,
+        [_r(1, 3, 3, 16, quant=Q_IN)],
+        [_r(1, 6, 6, 4, quant=Q_IN)],
+        options={"block_size": 2},
         atol=1.0,
     ),
     OpCase(

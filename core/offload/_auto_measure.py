@@ -14,9 +14,9 @@ The protocol, so that a choice can be explained and its cost bounded:
    hands a partition back to the CPU meanwhile, is dropped with the reason.
 4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs each
    after a short pause, a new order each round, so a slow phase of the machine falls on all of
-   them alike. The CPU reference's runs are followed by a longer pause
-   (:data:`REFERENCE_SETTLE_S`, not charged to the budget), so that its BLAS threads have
-   stopped before another candidate runs. A candidate whose last warm-up run took
+   them alike. After the CPU reference's runs auto waits until the process is quiet (its BLAS
+   threads have stopped spinning; at most :data:`REFERENCE_SETTLE_S`, not charged to the
+   budget) before another candidate runs. A candidate whose last warm-up run took
    :data:`WARM_DROP_FACTOR` times the best one's is not timed at all, and one whose fastest of
    at least 3 runs took :data:`DROP_FACTOR` times the best median so far stops being timed: the
    close contenders get the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or
@@ -51,6 +51,7 @@ __all__ = [
     "DROP_FACTOR",
     "MAX_RUNS",
     "REFERENCE_SETTLE_S",
+    "wait_for_quiet",
     "WARMUP_RUNS",
     "WARM_DROP_FACTOR",
     "Trial",
@@ -71,8 +72,12 @@ SWITCH_PAUSE_S = 0.001
 # numpy's BLAS keeps its worker threads spinning after a product (OpenBLAS: up to ~0.1 s) and
 # the CPU reference's convolutions are such products. A candidate run meanwhile shares the cores
 # with them: on a 16-core host LiteRT's XNNPACK on 16 threads took 2-13x its steady time right
-# after the reference, and was dropped for it. The reference's runs are followed by this pause.
-REFERENCE_SETTLE_S = 0.2
+# after the reference, and was dropped for it. So after the reference's runs auto waits, in
+# steps of QUIET_STEP_S, until this process uses under QUIET_SHARE of one core while its own
+# thread sleeps (the helpers have stopped), for at most REFERENCE_SETTLE_S.
+REFERENCE_SETTLE_S = 0.25
+QUIET_STEP_S = 0.005
+QUIET_SHARE = 0.1
 
 
 class Unmeasurable(Exception):
@@ -330,7 +335,7 @@ def measure(
     expected = first_run(reference)
     if expected is None:
         raise Unmeasurable(f"the CPU reference could not run the model: {reference.reason}")
-    time.sleep(REFERENCE_SETTLE_S)
+    wait_for_quiet()
     for trial in others:
         if spent >= budget_s:
             trial.status = "not measured"
@@ -375,7 +380,7 @@ def measure(
                 if trial.status == "measuring":
                     spent += _timed(trial, inputs)
             if trial is reference:
-                time.sleep(REFERENCE_SETTLE_S)
+                wait_for_quiet()
         rounds += 1
         live = [t for t in live if t.status == "measuring"]
         best = min((t.median_s for t in live if t.median_s is not None), default=None)
@@ -391,6 +396,19 @@ def measure(
         if trial.status == "failed":
             trial.release()
     return spent
+
+
+def wait_for_quiet(limit_s: float = REFERENCE_SETTLE_S) -> float:
+    """Sleep until this process's other threads have stopped using the CPU (at most
+    ``limit_s``); returns the seconds waited. The process's CPU time grows while the calling
+    thread sleeps only by what other threads (BLAS helpers, engine thread pools) run."""
+    start = time.perf_counter()
+    while True:
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(QUIET_STEP_S)
+        now = time.perf_counter()
+        if time.process_time() - cpu <= QUIET_SHARE * (now - wall) or now - start >= limit_s:
+            return now - start
 
 
 def _timed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:

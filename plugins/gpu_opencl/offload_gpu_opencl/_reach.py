@@ -161,8 +161,11 @@ def _reach_mean_hw(a: list, g: tuple[int, ...]) -> list[Span]:
 
 
 def _reach_depth_to_space(a: list, g: tuple[int, ...]) -> list[Span]:
-    total = a[0]
-    return [(0, total), (0, total)]  # the same elements, moved
+    oh, ow, co, bs = a
+    n = _count(g[2], oh)
+    # The last load: the last input pixel's last block of Co channels, 8 wide.
+    pixels = n * (oh // bs) * (ow // bs)
+    return [(0, pixels * co * bs * bs - co + _c8(co)), (0, n * oh * ow * co)]
 
 
 def _reach_binary(a: list, g: tuple[int, ...]) -> list[Span]:

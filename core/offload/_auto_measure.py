@@ -12,16 +12,15 @@ The protocol, so that a choice can be explained and its cost bounded:
    state on the same inputs, and once more: the first run is the accuracy check (see
    :class:`AccuracyPolicy`), neither is timed. A candidate that fails to prepare or invoke, or
    hands a partition back to the CPU meanwhile, is dropped with the reason.
-4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs each
-   after a short pause, a new order each round, so a slow phase of the machine falls on all of
-   them alike. After the CPU reference's runs auto waits until the process is quiet (its BLAS
-   threads have stopped spinning; at most :data:`REFERENCE_SETTLE_S`, not charged to the
-   budget) before another candidate runs. A candidate whose last warm-up run took
-   :data:`WARM_DROP_FACTOR` times the best one's is not timed at all, and one whose fastest of
-   at least 3 runs took :data:`DROP_FACTOR` times the best median so far stops being timed: the
-   close contenders get the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or
-   before a round that would overrun the budget. A candidate never timed is judged by its last
-   warm-up run.
+4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs each,
+   a new order each round, so a slow phase of the machine falls on all of them alike. Before
+   each candidate's runs (warm-up and timed) auto waits until the process is quiet, the previous
+   candidate's helper threads stopped (:func:`wait_for_quiet`, at most :data:`QUIET_LIMIT_S`,
+   not charged to the budget). A candidate whose last warm-up run took :data:`WARM_DROP_FACTOR`
+   times the best one's is not timed at all, and one whose fastest of at least 3 runs took
+   :data:`DROP_FACTOR` times the best median so far stops being timed: the close contenders get
+   the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a round that
+   would overrun the budget. A candidate never timed is judged by its last warm-up run.
 5. **The budget** covers the runs (warm-up runs included), not the preparations; a candidate
    whose turn comes after the budget is spent is not prepared at all and is reported as
    "not measured". A run in progress is never interrupted, so the budget can be overrun by
@@ -50,7 +49,7 @@ __all__ = [
     "AccuracyPolicy",
     "DROP_FACTOR",
     "MAX_RUNS",
-    "REFERENCE_SETTLE_S",
+    "QUIET_LIMIT_S",
     "wait_for_quiet",
     "WARMUP_RUNS",
     "WARM_DROP_FACTOR",
@@ -68,16 +67,16 @@ WARM_DROP_FACTOR = 1.5
 WARMUP_RUNS = 2
 # Each round times a block of runs per candidate (fewer when the budget is short).
 BLOCK_RUNS = 3
-SWITCH_PAUSE_S = 0.001
-# numpy's BLAS keeps its worker threads spinning after a product (OpenBLAS: up to ~0.1 s) and
-# the CPU reference's convolutions are such products. A candidate run meanwhile shares the cores
-# with them: on a 16-core host LiteRT's XNNPACK on 16 threads took 2-13x its steady time right
-# after the reference, and was dropped for it. So after the reference's runs auto waits, in
-# steps of QUIET_STEP_S, until this process uses under QUIET_SHARE of one core while its own
-# thread sleeps (the helpers have stopped), for at most REFERENCE_SETTLE_S.
-REFERENCE_SETTLE_S = 0.25
-QUIET_STEP_S = 0.005
+# Before each candidate runs, auto waits until this process is quiet: helper threads of the
+# candidate before it (numpy's BLAS after the CPU reference's products: OpenBLAS spins up to
+# ~0.1 s; PoCL's and OpenVINO's pools) would otherwise share the cores with it. On a 16-core
+# host LiteRT's XNNPACK on 16 threads took 2-13x its steady time right after the reference, and
+# was dropped for it. Quiet: over one step of QUIET_STEP_S, while auto sleeps, the process used
+# under QUIET_SHARE of a core. At most QUIET_LIMIT_S per wait; the waits are not charged to the
+# budget.
+QUIET_STEP_S = 0.001
 QUIET_SHARE = 0.1
+QUIET_LIMIT_S = 0.25
 
 
 class Unmeasurable(Exception):
@@ -310,6 +309,7 @@ def measure(
                 trial.prepare_s = time.perf_counter() - start
                 if executor.restored:
                     raise _Dropped(f"failed to prepare: {_restored(executor)}")
+                wait_for_quiet()
                 elapsed, outputs = _run(executor, inputs)
                 spent += elapsed
                 trial.first_s = elapsed
@@ -335,7 +335,6 @@ def measure(
     expected = first_run(reference)
     if expected is None:
         raise Unmeasurable(f"the CPU reference could not run the model: {reference.reason}")
-    wait_for_quiet()
     for trial in others:
         if spent >= budget_s:
             trial.status = "not measured"
@@ -373,14 +372,10 @@ def measure(
             break
         order = live[rounds % len(live) :] + live[: rounds % len(live)]
         for trial in order:
-            # Engines with thread pools (PoCL, OpenVINO) keep their threads spinning a moment
-            # after a run: a pause lets them stop before another candidate is timed.
-            time.sleep(SWITCH_PAUSE_S)
+            wait_for_quiet()
             for _ in range(block):
                 if trial.status == "measuring":
                     spent += _timed(trial, inputs)
-            if trial is reference:
-                wait_for_quiet()
         rounds += 1
         live = [t for t in live if t.status == "measuring"]
         best = min((t.median_s for t in live if t.median_s is not None), default=None)
@@ -398,7 +393,7 @@ def measure(
     return spent
 
 
-def wait_for_quiet(limit_s: float = REFERENCE_SETTLE_S) -> float:
+def wait_for_quiet(limit_s: float = QUIET_LIMIT_S) -> float:
     """Sleep until this process's other threads have stopped using the CPU (at most
     ``limit_s``); returns the seconds waited. The process's CPU time grows while the calling
     thread sleeps only by what other threads (BLAS helpers, engine thread pools) run."""

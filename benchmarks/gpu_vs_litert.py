@@ -64,6 +64,7 @@ COLUMNS = {  # key -> column title
     "litert_gpu_offload": "offload + litert GPU (f32)",
     "auto": "offload auto",
 }
+FLUSH_PREFIX = "gpu_opencl_f32_flush"  # --flush-sweep's columns: this and the interval
 BASELINE = "litert_gpu"
 PROFILED = ("gpu_opencl_f32", "gpu_opencl_half")
 
@@ -248,7 +249,14 @@ def _litert_gpu(path: Path, inputs: Sequence[np.ndarray]) -> Runner:
     return Runner(run, lambda: last[0], {"fully_accelerated": model.is_fully_accelerated()})
 
 
-def gpu_opencl(path: Path, inputs: Sequence[np.ndarray], half: bool) -> Runner:
+# Where gpu_opencl's float32 columns keep their programs and tile choices while --flush-sweep
+# adds columns: those columns then load what the first one built and timed (None: no cache).
+SWEEP_CACHE: str | None = None
+
+
+def gpu_opencl(
+    path: Path, inputs: Sequence[np.ndarray], half: bool, flush_every: int | None = None
+) -> Runner:
     import offload
     from offload_gpu_opencl import GpuOpenCLDelegate
 
@@ -257,7 +265,10 @@ def gpu_opencl(path: Path, inputs: Sequence[np.ndarray], half: bool) -> Runner:
     available = GpuOpenCLDelegate.availability()
     if not available.available:
         raise Unavailable(f"gpu_opencl unavailable: {available.reason}")
-    delegate = GpuOpenCLDelegate({"precision_loss_allowed": half})
+    options: dict[str, Any] = {"precision_loss_allowed": half, "flush_every": flush_every}
+    if not half:
+        options["serialization_dir"] = SWEEP_CACHE
+    delegate = GpuOpenCLDelegate(options)
     interp = offload.Interpreter(model_path=str(path), experimental_delegates=[delegate])
     interp.allocate_tensors()
     for d, x in zip(interp.get_input_details(), inputs):
@@ -269,6 +280,7 @@ def gpu_opencl(path: Path, inputs: Sequence[np.ndarray], half: bool) -> Runner:
         "cpu_nodes": len(plan.cpu_nodes()),
         "partitions": len(stats),
         "launches": sum(s.get("launches", 0) for s in stats),
+        "flush_every": next((s["flush_every"] for s in stats if "flush_every" in s), None),
         "device": next((s["device"] for s in stats if s.get("device")), ""),
         # Per partition: the kernel family, and in the GPU family each product's tile and
         # split with what the autotuner timed (JSON only: the evidence for retuning tiles).
@@ -346,6 +358,8 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return litert_offload(path, inputs, key.split("_")[1])
     if key == "auto":
         return offload_auto(path, inputs)
+    if key.startswith(FLUSH_PREFIX):
+        return gpu_opencl(path, inputs, half=False, flush_every=int(key[len(FLUSH_PREFIX) :]))
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
 
 
@@ -621,6 +635,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs first (3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="gpu_opencl's device profile")
+    parser.add_argument(
+        "--flush-sweep",
+        nargs="+",
+        type=int,
+        default=[],
+        metavar="N",
+        help="add gpu_opencl f32 columns that flush every N launches (0: never)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--markdown", action="store_true", help="print tables for RESULTS.md")
@@ -633,8 +655,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--from-json", metavar="FILE", help="print the tables of a saved JSON instead of running"
     )
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.warmup < 0:
-        parser.error("--runs must be >= 1 and --warmup >= 0")
+    if args.runs < 1 or args.warmup < 0 or any(n < 0 for n in args.flush_sweep):
+        parser.error("--runs must be >= 1, --warmup and --flush-sweep >= 0")
+    for n in args.flush_sweep:
+        COLUMNS[f"{FLUSH_PREFIX}{n}"] = (
+            f"gpu_opencl f32, flush every {n}" if n else ("gpu_opencl f32, no flush")
+        )
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         info, results, args.runs = data, data["models"], data["runs"]
@@ -644,6 +670,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not models:
             parser.error("no model found (see --model-dir and --models)")
         info = machine()
+        if args.flush_sweep:
+            global SWEEP_CACHE
+            SWEEP_CACHE = tempfile.mkdtemp(prefix="gpu_vs_litert_")
         data = {**info, "runs": args.runs, "column_titles": COLUMNS, "models": []}
         results = data["models"]
         for path in models:

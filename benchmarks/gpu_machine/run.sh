@@ -13,9 +13,10 @@
 # device is registered (PoCL) and LiteRT's GPU column says why it cannot run. On a Python other
 # than 3.12 the wheels are not installed and this Python's own packages are used (a test run).
 #
-# Environment: OUT (default out/gpu_run/results), PYTHON (python3), RUNS (30),
-# MODELS (substrings of model names, space separated; default all), BENCH_TIMEOUT (540 s),
-# FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space separated; default none).
+# Environment: OUT (default out/gpu_run/results), PYTHON (python3), RUNS (30), BLOCK (runs of a
+# column in a row per round, 1), MODELS (substrings of model names, space separated; default
+# all), BENCH_TIMEOUT (540 s), FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space
+# separated; default none).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -130,7 +131,7 @@ timeout 180 "$PY" "$ROOT/benchmarks/gpu_machine/preflight.py" >"$OUT/preflight.l
 log "preflight exit $? ($(head -2 "$OUT/preflight.log" | tr '\n' ' '))"
 
 # -- the benchmark ------------------------------------------------------------------------------
-args=(--model-dir "$WORK/models" --runs "$RUNS" --profile --write-json "$OUT/results.json")
+args=(--model-dir "$WORK/models" --runs "$RUNS" --block "${BLOCK:-1}" --profile --write-json "$OUT/results.json")
 # shellcheck disable=SC2206  # MODELS is a space-separated list on purpose
 [[ -n "${MODELS:-}" ]] && args+=(--models ${MODELS})
 # shellcheck disable=SC2206  # FLUSH_SWEEP too: gpu_opencl f32 columns flushing every N launches

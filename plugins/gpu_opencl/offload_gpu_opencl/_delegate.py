@@ -63,7 +63,7 @@ class GpuOpenCLOptions(DelegateOptions):
     ``flush_every``: submit the queued launches to the device (``clFlush``) after the first
     launch and then after every ``flush_every``-th, so that a driver that holds commands until
     a flush (NVIDIA's) runs the device while the host is still enqueuing; ``0``: only the
-    invoke's one wait submits them. ``None`` (default): every 8 on GPUs, 0 on CPU devices,
+    invoke's one wait submits them. ``None`` (default): every 16 on GPUs, 0 on CPU devices,
     where the runtime's worker threads and the enqueuing host share the cores.
     """
 

@@ -45,7 +45,7 @@ UPLOAD, DOWNLOAD = "copy to device", "copy from device"
 
 # GpuOpenCLOptions.flush_every's default on GPUs: NVIDIA's driver submits nothing before a
 # flush, so without one the device idles while the host enqueues the whole partition.
-FLUSH_EVERY_GPU = 8
+FLUSH_EVERY_GPU = 16
 
 
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:

@@ -61,10 +61,10 @@ class GpuOpenCLOptions(DelegateOptions):
     split-K factors per product at init and keep the fastest (kept in the serialization cache);
     ``None`` (default): on for GPUs, off for CPU devices, which take a fixed rule.
     ``flush_every``: submit the queued launches to the device (``clFlush``) after the first
-    launch and then after every ``flush_every``-th, so that a driver that holds commands until
-    a flush (NVIDIA's) runs the device while the host is still enqueuing; ``0``: only the
-    invoke's one wait submits them. ``None`` (default): every 16 on GPUs, 0 on CPU devices,
-    where the runtime's worker threads and the enqueuing host share the cores.
+    launch and then after every ``flush_every``-th, for drivers that hold commands until a
+    flush, so that the device runs while the host is still enqueuing; ``0``: only the invoke's
+    one wait submits them. ``None`` (default): 24 on ARM Mali GPUs, as LiteRT's GPU delegate
+    does, else 0.
     """
 
     precision_loss_allowed: bool = False

@@ -1,8 +1,8 @@
 """One partition on the device: init (lower, build, upload), prepare (warm up), invoke.
 
 ``invoke`` enqueues the boundary-input uploads, every kernel and the boundary-output reads on
-one in-order queue without waiting, then waits once: one host sync per invoke. On GPUs it
-flushes every few launches, so the device starts while the host is still enqueuing. Intermediates
+one in-order queue without waiting, then waits once: one host sync per invoke (with flushes
+between, where the driver holds commands until one: see ``flush_every``). Intermediates
 never leave the device; buffers are shared between tensors whose lifetimes do not overlap.
 Partition inputs that a launch overwrites (a BASIC LSTM's previous activation and state) are
 read back into the caller's arrays in the same sync, as the CPU kernel updates them in place.
@@ -43,9 +43,11 @@ __all__ = ["GpuKernel", "node_flops", "partition_fingerprint"]
 # Families of the profile's transfer rows: not kernel names (those are C identifiers).
 UPLOAD, DOWNLOAD = "copy to device", "copy from device"
 
-# GpuOpenCLOptions.flush_every's default on GPUs: NVIDIA's driver submits nothing before a
-# flush, so without one the device idles while the host enqueues the whole partition.
-FLUSH_EVERY_GPU = 16
+# GpuOpenCLOptions.flush_every's default on Mali GPUs, whose driver holds commands until a
+# flush: LiteRT's GPU delegate flushes them every 24 operations. Elsewhere it flushes none
+# mid-run, and on NVIDIA's driver flushing every 4-32 launches measured within noise of none
+# (every 1-2: slower; benchmarks/RESULTS.md).
+FLUSH_EVERY_MALI = 24
 
 
 def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
@@ -196,7 +198,7 @@ class GpuKernel(DelegateKernel):
         self._setup(lowering)
         flush_every = opts.flush_every
         if flush_every is None:
-            flush_every = 0 if handle.device.type & cl.device_type.CPU else FLUSH_EVERY_GPU
+            flush_every = FLUSH_EVERY_MALI if "mali" in handle.name.lower() else 0
         self.flush_every = flush_every
         self._stats["flush_every"] = flush_every
 

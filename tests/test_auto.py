@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -123,16 +124,23 @@ def test_no_candidate_runs_while_the_references_helper_threads_spin(monkeypatch,
     # As fast as each other, so the reference is timed in the rounds too.
     install(monkeypatch, PACED)
     slow_reference(monkeypatch, delay_s=PacedKernel.delay_s)
-    spinning: list[threading.Thread] = []
+    # One helper, as a BLAS pool has its threads: each reference run makes it spin 0.1 s more.
+    helper: list[threading.Thread] = []
+    spin_until = [0.0]
     run = _auto_measure._run
+
+    def spin() -> None:
+        while time.perf_counter() < spin_until[0]:
+            pass
 
     def reference_leaving_helpers(executor, inputs):  # type: ignore[no-untyped-def]
         result = run(executor, inputs)
-        if not executor.delegates:  # the reference: a helper spins 0.1 s, as BLAS's do
-            helper = threading.Thread(target=_spin, args=(0.1,), daemon=True)
-            helper.start()
-            spinning.append(helper)
-        elif any(t.is_alive() for t in spinning):
+        if not executor.delegates:  # the reference: its helper spins on 0.1 s, as BLAS's do
+            spin_until[0] = time.perf_counter() + 0.1
+            if not helper or not helper[0].is_alive():
+                helper[:] = [threading.Thread(target=spin, daemon=True)]
+                helper[0].start()
+        elif helper and helper[0].is_alive():
             overlapped.append(executor.delegates[0].name)
         return result
 
@@ -157,6 +165,47 @@ def _spin(seconds: float) -> None:
         pass
 
 
+class ColdKernel(FakeKernel):
+    """Slow for its first COLD_RUNS runs after each of auto's waits (where the machine idles: a
+    thread pool goes to sleep, the cores' clocks drop), then far faster than PacedKernel."""
+
+    COLD_RUNS, COLD_S = 2, 0.01
+    waits = 0  # auto's waits so far (counted by the test)
+
+    def __init__(self) -> None:
+        self.seen_waits = -1
+        self.cold_left = 0
+
+    def invoke(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if self.seen_waits != ColdKernel.waits:
+            self.seen_waits, self.cold_left = ColdKernel.waits, self.COLD_RUNS
+        if self.cold_left:
+            self.cold_left -= 1
+            _spin(self.COLD_S)
+        return super().invoke(inputs)
+
+
+def test_a_candidate_slow_after_each_pause_is_judged_by_its_steady_runs(monkeypatch, auto_cache):
+    """auto pauses before each candidate's runs (the wait for a quiet process): a candidate
+    whose first runs after a pause are slow is warmed up for a while, and each timed block
+    starts with an untimed run, so its steady speed decides, not its cold start."""
+    install(monkeypatch, fake_delegate("cold", ColdKernel), PACED)
+    slow_reference(monkeypatch)
+    wait = _auto_measure.wait_for_quiet
+
+    def counted_wait(*args, **kwargs):  # type: ignore[no-untyped-def]
+        ColdKernel.waits += 1
+        return wait(*args, **kwargs)
+
+    monkeypatch.setattr(_auto_measure, "wait_for_quiet", counted_wait)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    interp.allocate_tensors()
+    rows = _rows(interp)
+    assert interp.auto_selection["chosen"] == ["cold"], rows
+    assert rows["cold"]["warm_ms"] < 1e3 * PacedKernel.delay_s
+    assert rows["cold"]["median_ms"] < 1e3 * PacedKernel.delay_s
+
+
 def test_budget_bounds_the_timed_runs(monkeypatch, auto_cache):
     """The timed runs stay within the budget (to within one candidate's warm-up), and a
     candidate whose turn comes after the budget is spent is not measured at all."""
@@ -176,12 +225,22 @@ def test_budget_bounds_the_timed_runs(monkeypatch, auto_cache):
     roomy = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0.5)
     roomy.allocate_tensors()
     spent = roomy.auto_selection["measure_s"]
-    # Past the budget by at most one warm-up of the slow candidate (two 20 ms runs), and what
-    # a loaded machine adds to runs the rounds were sized by.
-    assert spent <= 0.5 + 2 * 0.02 + 0.1
+    # Past the budget by at most one warm-up of the slow candidate (three 20 ms runs: 30 ms of
+    # warm-up after the first), and what a loaded machine adds to runs the rounds were sized by.
+    assert spent <= 0.5 + 3 * 0.02 + 0.1
     assert _rows(roomy)["fast"]["runs"] >= 1
-    # 20 ms a run against the fast candidate's microseconds: not timed past its warm-up.
-    assert "not timed further" in _rows(roomy)["slow"]["reason"]
+    # A round of every candidate fits: the slow one is timed too, and stops once its runs show
+    # it far behind (a warm-up alone can be far from the steady time).
+    assert _rows(roomy)["slow"]["reason"].startswith("stopped after 3 runs")
+
+    # After the warm-ups (the reference's 60 ms, the slow candidate's 60) a round of every
+    # candidate (4 runs each: 0.2 s) would overrun 0.25 s: the warm-ups decide who is timed.
+    tight = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0.25)
+    tight.allocate_tensors()
+    rows = _rows(tight)
+    assert "not timed further: its warm-up runs took" in rows["slow"]["reason"]
+    assert rows["slow"]["runs"] == 0 and rows["fast"]["runs"] >= 1
+    assert tight.auto_selection["chosen"] == ["fast"]
 
 
 def test_budget_zero_is_the_static_rule(monkeypatch, auto_cache):

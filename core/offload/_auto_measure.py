@@ -9,18 +9,25 @@ The protocol, so that a choice can be explained and its cost bounded:
    candidate like any other. Its first run's outputs are the expected ones.
 3. **Each other candidate** is prepared (its ``allocate_tensors``: exports, compiles, weight
    transforms), which is timed but not charged to the budget, then run once from a fresh
-   state on the same inputs, and once more: the first run is the accuracy check (see
-   :class:`AccuracyPolicy`), neither is timed. A candidate that fails to prepare or invoke, or
-   hands a partition back to the CPU meanwhile, is dropped with the reason.
-4. **Timed rounds** then invoke every remaining candidate in turn, :data:`BLOCK_RUNS` runs each,
-   a new order each round, so a slow phase of the machine falls on all of them alike. Before
-   each candidate's runs (warm-up and timed) auto waits until the process is quiet, the previous
-   candidate's helper threads stopped (:func:`wait_for_quiet`, at most :data:`QUIET_LIMIT_S`,
-   not charged to the budget). A candidate whose last warm-up run took :data:`WARM_DROP_FACTOR`
-   times the best one's is not timed at all, and one whose fastest of at least 3 runs took
-   :data:`DROP_FACTOR` times the best median so far stops being timed: the close contenders get
-   the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a round that
-   would overrun the budget. A candidate never timed is judged by its last warm-up run.
+   state on the same inputs, and then again, untimed, for :data:`WARMUP_S` and at least
+   :data:`WARMUP_RUNS` runs in all: the first run is the accuracy check (see
+   :class:`AccuracyPolicy`); the others bring the engine to its steady state (thread pools
+   spun up, the cores' clocks raised: after the machine idled, LiteRT on this project's 2-core
+   VM takes 1.4x its steady time on the first run and 1.1x on the second, and XNNPACK on 16
+   threads took 2-9x on its first runs on a 16-core host). A candidate that fails to prepare or
+   invoke, or hands a partition back to the CPU meanwhile, is dropped with the reason.
+4. **Timed rounds** then invoke every remaining candidate in turn, a block of
+   :data:`BLOCK_RUNS` runs each after one untimed run, a new order each round, so a slow
+   phase of the machine falls on all of them alike. Before each candidate's runs (warm-up and
+   timed) auto waits until the process is quiet, the previous candidate's helper threads
+   stopped (:func:`wait_for_quiet`, at most :data:`QUIET_LIMIT_S`, not charged to the budget);
+   the untimed run after it is the one the idle machine slows. A candidate whose warm-up runs
+   took :data:`WARM_DROP_FACTOR` times the best one's (the median of its last three) is not
+   timed at all when a round of every candidate would not fit the budget, and one whose
+   fastest of at least 3 runs took :data:`DROP_FACTOR` times the best median so far stops
+   being timed: the close contenders get the runs. Rounds stop when every candidate has
+   :data:`MAX_RUNS` runs, or before a round that would overrun the budget. A candidate never
+   timed is judged by its warm-up runs.
 5. **The budget** covers the runs (warm-up runs included), not the preparations; a candidate
    whose turn comes after the budget is spent is not prepared at all and is reported as
    "not measured". A run in progress is never interrupted, so the budget can be overrun by
@@ -29,7 +36,9 @@ The protocol, so that a choice can be explained and its cost bounded:
 
 from __future__ import annotations
 
+import os
 import statistics
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -52,6 +61,7 @@ __all__ = [
     "QUIET_LIMIT_S",
     "wait_for_quiet",
     "WARMUP_RUNS",
+    "WARMUP_S",
     "WARM_DROP_FACTOR",
     "Trial",
     "Unmeasurable",
@@ -62,19 +72,24 @@ __all__ = [
 MAX_RUNS = 15
 DROP_FACTOR = 1.5
 WARM_DROP_FACTOR = 1.5
-# Engines warm up over a few runs (OpenVINO's first runs take 2x its steady time): one run
-# after the checked first one is not timed either.
+# Engines warm up over a few runs (OpenVINO's first runs take 2x its steady time), and the
+# machine's cores over a few milliseconds: the runs after the checked first one go on, untimed,
+# until WARMUP_S has passed and there are WARMUP_RUNS runs in all.
 WARMUP_RUNS = 2
+WARMUP_S = 0.03
 # Each round times a block of runs per candidate (fewer when the budget is short).
 BLOCK_RUNS = 3
 # Before each candidate runs, auto waits until this process is quiet: helper threads of the
 # candidate before it (numpy's BLAS after the CPU reference's products: OpenBLAS spins up to
 # ~0.1 s; PoCL's and OpenVINO's pools) would otherwise share the cores with it. On a 16-core
 # host LiteRT's XNNPACK on 16 threads took 2-13x its steady time right after the reference, and
-# was dropped for it. Quiet: over one step of QUIET_STEP_S, while auto sleeps, the process used
-# under QUIET_SHARE of a core. At most QUIET_LIMIT_S per wait; the waits are not charged to the
+# was dropped for it. Quiet: over one step of QUIET_STEP_S while auto sleeps (QUIET_CONFIRM_S
+# once other threads were seen running), the process used under QUIET_SHARE of a core, and (on
+# Linux) no other thread of it is runnable: on a loaded machine a spinning thread can go a
+# whole step without a core. At most QUIET_LIMIT_S per wait; the waits are not charged to the
 # budget.
 QUIET_STEP_S = 0.001
+QUIET_CONFIRM_S = 0.01
 QUIET_SHARE = 0.1
 QUIET_LIMIT_S = 0.25
 
@@ -231,7 +246,7 @@ class Trial:
     reason: str = ""
     prepare_s: float | None = None
     first_s: float | None = None
-    warm_s: float | None = None  # the last untimed run
+    warm_s: float | None = None  # the median of the last three warm-up runs
     times: list[float] = field(default_factory=list)
     executor: Executor | None = None
     notes: list[str] = field(default_factory=list)
@@ -313,10 +328,12 @@ def measure(
                 elapsed, outputs = _run(executor, inputs)
                 spent += elapsed
                 trial.first_s = elapsed
-                trial.warm_s = elapsed
-                for _ in range(WARMUP_RUNS - 1):
-                    trial.warm_s = _run(executor, inputs)[0]
-                    spent += trial.warm_s
+                warm: list[float] = []
+                started = time.perf_counter()
+                while len(warm) < WARMUP_RUNS - 1 or time.perf_counter() - started < WARMUP_S:
+                    warm.append(_run(executor, inputs)[0])
+                    spent += warm[-1]
+                trial.warm_s = statistics.median(warm[-3:]) if warm else elapsed
                 if executor.restored:
                     raise _Dropped(f"failed in invoke: {_restored(executor)}")
             except _Dropped as exc:
@@ -350,15 +367,18 @@ def measure(
             trial.release()
 
     live = [t for t in (reference, *others) if t.status == "measuring"]
-    # A candidate whose last warm-up run took WARM_DROP_FACTOR times the best one's is not
-    # timed further: on a large model a round of every candidate can take the whole budget,
-    # and the close contenders need the runs.
+    # A candidate whose warm-up runs took WARM_DROP_FACTOR times the best one's is not timed
+    # further when a round of every candidate would not fit the budget (a large model): the
+    # close contenders need the runs. Otherwise the timed runs decide (see DROP_FACTOR).
     best_warm = min((t.warm_s for t in live if t.warm_s is not None), default=None)
+    fits = spent + (BLOCK_RUNS + 1) * sum(t.warm_s or 0.0 for t in live) <= budget_s
     for trial in live:
-        if best_warm and trial.warm_s is not None and trial.warm_s > WARM_DROP_FACTOR * best_warm:
+        if fits or not best_warm or trial.warm_s is None:
+            continue
+        if trial.warm_s > WARM_DROP_FACTOR * best_warm:
             trial.status = "measured"
             trial.reason = (
-                f"not timed further: its warm-up run took {trial.warm_s / best_warm:.1f}x the "
+                f"not timed further: its warm-up runs took {trial.warm_s / best_warm:.1f}x the "
                 "best one's"
             )
     live = [t for t in live if t.status == "measuring"]
@@ -367,12 +387,13 @@ def measure(
         if all(len(t.times) >= MAX_RUNS for t in live):
             break
         estimate = sum(t.median_s or 0.0 for t in live)
-        block = next((b for b in (BLOCK_RUNS, 1) if spent + b * estimate <= budget_s), 0)
+        block = next((b for b in (BLOCK_RUNS, 1) if spent + (b + 1) * estimate <= budget_s), 0)
         if not block:
             break
         order = live[rounds % len(live) :] + live[: rounds % len(live)]
         for trial in order:
             wait_for_quiet()
+            spent += _untimed(trial, inputs)
             for _ in range(block):
                 if trial.status == "measuring":
                     spent += _timed(trial, inputs)
@@ -398,12 +419,51 @@ def wait_for_quiet(limit_s: float = QUIET_LIMIT_S) -> float:
     ``limit_s``); returns the seconds waited. The process's CPU time grows while the calling
     thread sleeps only by what other threads (BLAS helpers, engine thread pools) run."""
     start = time.perf_counter()
+    step = QUIET_STEP_S
     while True:
         cpu, wall = time.process_time(), time.perf_counter()
-        time.sleep(QUIET_STEP_S)
+        time.sleep(step)
         now = time.perf_counter()
-        if time.process_time() - cpu <= QUIET_SHARE * (now - wall) or now - start >= limit_s:
+        idle = time.process_time() - cpu <= QUIET_SHARE * (now - wall)
+        if (idle and not _runnable_threads()) or now - start >= limit_s:
             return now - start
+        # Other threads ran: judge from now on over steps that a thread waiting for a core
+        # on a loaded machine cannot slip through.
+        step = QUIET_CONFIRM_S
+
+
+def _runnable_threads() -> int:
+    """How many other threads of this process are running or waiting for a core (their state
+    in /proc on Linux; 0 where it cannot be read). A spinning helper that the machine's load
+    keeps off the cores uses no CPU time over a step, but stays runnable."""
+    me = str(threading.get_native_id())
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    runnable = 0
+    for task in tasks:
+        if task == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/stat", "rb") as stat:
+                fields = stat.read()
+        except OSError:  # the thread has ended
+            continue
+        # The state follows the thread's name, which is in parentheses and may hold anything.
+        end = fields.rfind(b")")
+        runnable += fields[end + 2 : end + 3] == b"R"
+    return runnable
+
+
+def _untimed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:
+    """The run before a block, after the wait: the run an idle machine slows, not timed."""
+    if trial.status != "measuring":
+        return 0.0
+    spent = _timed(trial, inputs)
+    if trial.status == "measuring":
+        trial.times.pop()
+    return spent
 
 
 def _timed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:

@@ -156,6 +156,10 @@ class PacedKernel(FakeKernel):
     delay_s = 0.002
 
 
+class Paced5Kernel(FakeKernel):
+    delay_s = 0.005
+
+
 PACED = fake_delegate("paced", PacedKernel)
 
 
@@ -229,18 +233,30 @@ def test_budget_bounds_the_timed_runs(monkeypatch, auto_cache):
     # warm-up after the first), and what a loaded machine adds to runs the rounds were sized by.
     assert spent <= 0.5 + 3 * 0.02 + 0.1
     assert _rows(roomy)["fast"]["runs"] >= 1
-    # A round of every candidate fits: the slow one is timed too, and stops once its runs show
-    # it far behind (a warm-up alone can be far from the steady time).
-    assert _rows(roomy)["slow"]["reason"].startswith("stopped after 3 runs")
+    # 20 ms a run against the fast candidate's microseconds: not timed past its warm-up.
+    assert "not timed further: its warm-up runs took" in _rows(roomy)["slow"]["reason"]
 
-    # After the warm-ups (the reference's 60 ms, the slow candidate's 60) a round of every
-    # candidate (4 runs each: 0.2 s) would overrun 0.25 s: the warm-ups decide who is timed.
-    tight = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0.25)
+
+def test_a_near_candidate_is_timed_unless_a_round_would_overrun_the_budget(monkeypatch, auto_cache):
+    """A candidate whose warm-up took 2.5x the best one's (within WARM_FAR_FACTOR) is timed
+    when a round of every candidate fits the budget, and then stops on its timed runs; when a
+    round would overrun the budget its warm-up decides and it is not timed."""
+    install(monkeypatch, PACED, fake_delegate("paced5", Paced5Kernel))
+    slow_reference(monkeypatch)
+    roomy = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    roomy.allocate_tensors()
+    rows = _rows(roomy)
+    assert rows["paced5"]["reason"].startswith("stopped after 3 runs"), rows["paced5"]
+    assert roomy.auto_selection["chosen"] == ["paced"]
+
+    # The warm-ups (30 ms or so each: 0.1 s) leave too little of 0.12 s for a round of the
+    # three (4 runs each: 48 ms): the warm-ups decide who is timed.
+    tight = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_budget_s=0.12)
     tight.allocate_tensors()
     rows = _rows(tight)
-    assert "not timed further: its warm-up runs took" in rows["slow"]["reason"]
-    assert rows["slow"]["runs"] == 0 and rows["fast"]["runs"] >= 1
-    assert tight.auto_selection["chosen"] == ["fast"]
+    assert "not timed further: its warm-up runs took" in rows["paced5"]["reason"], rows
+    assert rows["paced5"]["runs"] == 0
+    assert tight.auto_selection["chosen"] == ["paced"]
 
 
 def test_budget_zero_is_the_static_rule(monkeypatch, auto_cache):

@@ -22,12 +22,12 @@ The protocol, so that a choice can be explained and its cost bounded:
    timed) auto waits until the process is quiet, the previous candidate's helper threads
    stopped (:func:`wait_for_quiet`, at most :data:`QUIET_LIMIT_S`, not charged to the budget);
    the untimed run after it is the one the idle machine slows. A candidate whose warm-up runs
-   took :data:`WARM_DROP_FACTOR` times the best one's (the median of its last three) is not
-   timed at all when a round of every candidate would not fit the budget, and one whose
-   fastest of at least 3 runs took :data:`DROP_FACTOR` times the best median so far stops
-   being timed: the close contenders get the runs. Rounds stop when every candidate has
-   :data:`MAX_RUNS` runs, or before a round that would overrun the budget. A candidate never
-   timed is judged by its warm-up runs.
+   (the median of its last three) took :data:`WARM_FAR_FACTOR` times the best one's is not
+   timed at all, nor, when a round of the others would not fit the budget, one that took
+   :data:`WARM_DROP_FACTOR` times; one whose fastest of at least 3 runs took
+   :data:`DROP_FACTOR` times the best median so far stops being timed: the close contenders
+   get the runs. Rounds stop when every candidate has :data:`MAX_RUNS` runs, or before a
+   round that would overrun the budget. A candidate never timed is judged by its warm-up runs.
 5. **The budget** covers the runs (warm-up runs included), not the preparations; a candidate
    whose turn comes after the budget is spent is not prepared at all and is reported as
    "not measured". A run in progress is never interrupted, so the budget can be overrun by
@@ -63,6 +63,7 @@ __all__ = [
     "WARMUP_RUNS",
     "WARMUP_S",
     "WARM_DROP_FACTOR",
+    "WARM_FAR_FACTOR",
     "Trial",
     "Unmeasurable",
     "measure",
@@ -72,6 +73,7 @@ __all__ = [
 MAX_RUNS = 15
 DROP_FACTOR = 1.5
 WARM_DROP_FACTOR = 1.5
+WARM_FAR_FACTOR = 4.0
 # Engines warm up over a few runs (OpenVINO's first runs take 2x its steady time), and the
 # machine's cores over a few milliseconds: the runs after the checked first one go on, untimed,
 # until WARMUP_S has passed and there are WARMUP_RUNS runs in all.
@@ -367,20 +369,22 @@ def measure(
             trial.release()
 
     live = [t for t in (reference, *others) if t.status == "measuring"]
-    # A candidate whose warm-up runs took WARM_DROP_FACTOR times the best one's is not timed
-    # further when a round of every candidate would not fit the budget (a large model): the
-    # close contenders need the runs. Otherwise the timed runs decide (see DROP_FACTOR).
+    # Not timed further: a candidate whose warm-up runs took WARM_FAR_FACTOR times the best
+    # one's, and, when a round of the others would not fit the budget (a large model), one
+    # that took WARM_DROP_FACTOR times: the close contenders need the runs. Otherwise the timed
+    # runs decide (see DROP_FACTOR): a warm-up can be some way off the steady time.
     best_warm = min((t.warm_s for t in live if t.warm_s is not None), default=None)
-    fits = spent + (BLOCK_RUNS + 1) * sum(t.warm_s or 0.0 for t in live) <= budget_s
-    for trial in live:
-        if fits or not best_warm or trial.warm_s is None:
-            continue
-        if trial.warm_s > WARM_DROP_FACTOR * best_warm:
-            trial.status = "measured"
-            trial.reason = (
-                f"not timed further: its warm-up runs took {trial.warm_s / best_warm:.1f}x the "
-                "best one's"
-            )
+    if best_warm:
+        near = [t.warm_s or 0.0 for t in live if (t.warm_s or 0.0) <= WARM_FAR_FACTOR * best_warm]
+        fits = spent + (BLOCK_RUNS + 1) * sum(near) <= budget_s
+        factor = WARM_FAR_FACTOR if fits else WARM_DROP_FACTOR
+        for trial in live:
+            if trial.warm_s is not None and trial.warm_s > factor * best_warm:
+                trial.status = "measured"
+                trial.reason = (
+                    f"not timed further: its warm-up runs took {trial.warm_s / best_warm:.1f}x "
+                    "the best one's"
+                )
     live = [t for t in live if t.status == "measuring"]
     rounds = 0
     while live:

@@ -7,10 +7,12 @@ full-size networks ``make conformance`` built in build/conformance, those presen
 1. ``auto`` chooses, in a fresh decision cache of this run (its figures: the choice, the time
    spent choosing, timed runs, preparations).
 2. Columns timed interleaved in one process, on the same seeded inputs, a new order each
-   round and a 1 ms pause before each run (engines with thread pools spin a moment after a
-   run), each run as a user runs a model (``set_tensor``, ``invoke``, ``get_tensor``), in two
-   phases: the candidates and auto, then the defaults and LiteRT (apart, so that the engines
-   with thread pools do not slow a comparison they are not part of):
+   round and, before each run, auto's own wait until the process is quiet (engines with
+   thread pools spin on after a run: PoCL's, after gpu_opencl's, ran OpenVINO at 2x its time
+   on InceptionV3 int8), each run as a user runs a model (``set_tensor``, ``invoke``,
+   ``get_tensor``), in two phases: the candidates and auto, then the defaults and LiteRT
+   (apart, so that the engines with thread pools do not slow a comparison they are not part
+   of):
 
    - every candidate auto measured (the CPU reference, each delegate alone, the pairs);
    - ``auto``: the interpreter auto made (the winner's prepared plan);
@@ -54,6 +56,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np
+
+# auto's own wait (private: this benchmark times the columns as auto timed its candidates).
+from offload._auto_measure import wait_for_quiet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTO_TOLERANCE = 1.10  # auto's median against the fastest accurate candidate's
@@ -125,8 +130,8 @@ class Column:
 
 
 def _interleave(columns: list[Column], args: argparse.Namespace) -> int:
-    """Time ``columns`` in rounds, a new order each, a 1 ms pause before each run; returns
-    the number of rounds (at least --min-rounds, then until --seconds pass)."""
+    """Time ``columns`` in rounds, a new order each, a wait for a quiet process before each
+    run; returns the number of rounds (at least --min-rounds, then until --seconds pass)."""
     rng = random.Random(0)
     for c in columns:  # warm up
         c.once()
@@ -137,7 +142,7 @@ def _interleave(columns: list[Column], args: argparse.Namespace) -> int:
         order = columns[:]
         rng.shuffle(order)
         for c in order:
-            time.sleep(0.001)
+            wait_for_quiet()
             c.once()
         rounds += 1
     return rounds

@@ -87,6 +87,12 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     type="bool",
                     help="time tile sizes per product at init (default: on for GPUs)",
                 ),
+                flag(
+                    flag="--gpu_flush_every",
+                    option="flush_every",
+                    type="int",
+                    help="clFlush every N launches, 0 never (default: 24 on Mali, else 0)",
+                ),
             ),
         )
     ]

@@ -7,12 +7,14 @@ full-size networks ``make conformance`` built in build/conformance, those presen
 1. ``auto`` chooses, in a fresh decision cache of this run (its figures: the choice, the time
    spent choosing, timed runs, preparations).
 2. Columns timed interleaved in one process, on the same seeded inputs, a new order each
-   round and, before each run, auto's own wait until the process is quiet (engines with
+   round; before each timed run, auto's own wait until the process is quiet (engines with
    thread pools spin on after a run: PoCL's, after gpu_opencl's, ran OpenVINO at 2x its time
-   on InceptionV3 int8), each run as a user runs a model (``set_tensor``, ``invoke``,
-   ``get_tensor``), in two phases: the candidates and auto, then the defaults and LiteRT
-   (apart, so that the engines with thread pools do not slow a comparison they are not part
-   of):
+   on InceptionV3 int8) and one untimed run (a run right after the machine idled takes up to
+   1.4x the steady time), as auto times its candidates: each column in its steady state, as an
+   app that keeps running the model sees it. Each run as a user runs a model
+   (``set_tensor``, ``invoke``, ``get_tensor``), in two phases: the candidates and auto, then
+   the defaults and LiteRT (apart, so that the engines with thread pools do not slow a
+   comparison they are not part of):
 
    - every candidate auto measured (the CPU reference, each delegate alone, the pairs);
    - ``auto``: the interpreter auto made (the winner's prepared plan);
@@ -115,14 +117,15 @@ class Column:
         self.outputs = [d["index"] for d in interp.get_output_details()]
         self.times: list[float] = []
 
-    def once(self) -> None:
+    def once(self, timed: bool = True) -> None:
         start = time.perf_counter()
         for index, array in self.feeds:
             self.interp.set_tensor(index, array)
         self.interp.invoke()
         for index in self.outputs:
             self.interp.get_tensor(index)
-        self.times.append(time.perf_counter() - start)
+        if timed:
+            self.times.append(time.perf_counter() - start)
 
     @property
     def median_ms(self) -> float:
@@ -130,8 +133,10 @@ class Column:
 
 
 def _interleave(columns: list[Column], args: argparse.Namespace) -> int:
-    """Time ``columns`` in rounds, a new order each, a wait for a quiet process before each
-    run; returns the number of rounds (at least --min-rounds, then until --seconds pass)."""
+    """Time ``columns`` in rounds, a new order each; each timed run comes after a wait for a
+    quiet process and one untimed run (the one the wait's idle slows), as auto times its
+    candidates; returns the number of rounds (at least --min-rounds, then until --seconds
+    pass)."""
     rng = random.Random(0)
     for c in columns:  # warm up
         c.once()
@@ -143,6 +148,7 @@ def _interleave(columns: list[Column], args: argparse.Namespace) -> int:
         rng.shuffle(order)
         for c in order:
             wait_for_quiet()
+            c.once(timed=False)
             c.once()
         rounds += 1
     return rounds

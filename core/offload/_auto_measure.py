@@ -14,7 +14,7 @@ The protocol, so that a choice can be explained and its cost bounded:
    :class:`AccuracyPolicy`); the others bring the engine to its steady state (thread pools
    spun up, the cores' clocks raised: after the machine idled, LiteRT on this project's 2-core
    VM takes 1.4x its steady time on the first run and 1.1x on the second, and XNNPACK on 16
-   threads took 2-9x on its first runs on a 16-core host). A candidate that fails to prepare or
+   threads took up to 9x on its first runs on a 16-core host). A candidate that fails to prepare or
    invoke, or hands a partition back to the CPU meanwhile, is dropped with the reason.
 4. **Timed rounds** then invoke every remaining candidate in turn, a block of
    :data:`BLOCK_RUNS` runs each after one untimed run, a new order each round, so a slow

@@ -397,7 +397,8 @@ def measure(
         order = live[rounds % len(live) :] + live[: rounds % len(live)]
         for trial in order:
             wait_for_quiet()
-            spent += _untimed(trial, inputs)
+            # The run the wait's idle slows: run, not recorded.
+            spent += _timed(trial, inputs, record=False)
             for _ in range(block):
                 if trial.status == "measuring":
                     spent += _timed(trial, inputs)
@@ -460,18 +461,9 @@ def _runnable_threads() -> int:
     return runnable
 
 
-def _untimed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:
-    """The run before a block, after the wait: the run an idle machine slows, not timed."""
-    if trial.status != "measuring":
-        return 0.0
-    spent = _timed(trial, inputs)
-    if trial.status == "measuring":
-        trial.times.pop()
-    return spent
-
-
-def _timed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:
-    """One timed run of a measuring trial; a failure ends its measuring, with the reason."""
+def _timed(trial: Trial, inputs: Sequence[np.ndarray], record: bool = True) -> float:
+    """One run of a measuring trial, its time kept in ``trial.times`` when ``record``; a
+    failure ends its measuring, with the reason. Returns the run's seconds (for the budget)."""
     executor = trial.executor
     assert executor is not None
     elapsed = 0.0
@@ -484,7 +476,7 @@ def _timed(trial: Trial, inputs: Sequence[np.ndarray]) -> float:
         trial.notes.extend(str(w.message) for w in caught)
     if trial.status == "measuring" and executor.restored:
         trial.status, trial.reason = "failed", f"failed in invoke: {_restored(executor)}"
-    if trial.status == "measuring":
+    if trial.status == "measuring" and record:
         trial.times.append(elapsed)
     return elapsed
 

@@ -18,6 +18,33 @@ IMPORTS = {
     "ai_edge_litert": "from ai_edge_litert.interpreter import Interpreter\n",
     "tf.lite": "import tensorflow as tf\n\nInterpreter = tf.lite.Interpreter\n",
 }
+# Programs that choose their backend by probing for TensorFlow first, as audio apps on PyPI
+# do: TensorFlow means a SavedModel (no stand-in has one), its absence tflite_runtime. Each
+# prints the branch it took.
+PROBES = {
+    "probe_import": """try:
+    import tensorflow as tf
+except ImportError:
+    from tflite_runtime.interpreter import Interpreter
+
+    print("branch: tflite_runtime")
+else:
+    print("branch: tensorflow")
+    tf.saved_model.load("saved_model")
+""",
+    "probe_find_spec": """import importlib.util
+
+if importlib.util.find_spec("tensorflow") is not None:
+    import tensorflow as tf
+
+    print("branch: tensorflow")
+    tf.saved_model.load("saved_model")
+else:
+    from tflite_runtime.interpreter import Interpreter
+
+    print("branch: tflite_runtime")
+""",
+}
 # LiteRT 2.x's CompiledModel API (style "compiled_model"): the hardware it names chooses the
 # delegates, so it is not among the interpreter styles above that take --delegate.
 COMPILED_MODEL_IMPORT = (
@@ -71,6 +98,8 @@ def write_app(directory: Path, style: str) -> Path:
     path = directory / f"app_{style.replace('.', '_')}.py"
     if style == "compiled_model":
         path.write_text(COMPILED_MODEL_IMPORT + COMPILED_MODEL_BODY)
+    elif style in PROBES:
+        path.write_text(PROBES[style] + BODY)
     else:
         path.write_text(IMPORTS[style] + BODY)
     return path

@@ -124,9 +124,10 @@ def test_compiled_model_stand_in_and_the_engine_s_own():
     assert sys.modules["ai_edge_litert.compiled_model"] is theirs
 
 
-@pytest.mark.skipif(_TF_INSTALLED, reason="TensorFlow is installed: no stand-in unless asked")
+@pytest.mark.parametrize("patched", [{"tensorflow": True}], indirect=True)
 def test_tensorflow_stand_in_names_what_it_lacks(patched: offload.LiteRTPatch):
-    """tf.lite.Interpreter is offload's; tf.constant and tensorflow.keras fail, saying why."""
+    """Asked for, tf.lite.Interpreter is offload's; tf.constant and tensorflow.keras fail,
+    saying why."""
     import tensorflow as tf
 
     assert patched.stood_in_for_tensorflow
@@ -142,9 +143,14 @@ def test_tensorflow_stand_in_names_what_it_lacks(patched: offload.LiteRTPatch):
 
 
 @pytest.mark.skipif(_TF_INSTALLED, reason="TensorFlow is installed")
-@pytest.mark.parametrize("patched", [{"tensorflow": False}], indirect=True)
-def test_tensorflow_left_alone_when_asked(patched: offload.LiteRTPatch):
-    """tensorflow=False: no stand-in, so importing tensorflow fails as it would without offload."""
+@pytest.mark.parametrize(
+    "patched", [{}, {"tensorflow": None}, {"tensorflow": False}], indirect=True
+)
+def test_tensorflow_left_alone_unless_asked(patched: offload.LiteRTPatch):
+    """By default (and with tensorflow=False) there is no stand-in: a probe for TensorFlow,
+    by find_spec or by import, finds none, as it would without offload."""
+    assert not patched.stood_in_for_tensorflow
+    assert importlib.util.find_spec("tensorflow") is None
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("tensorflow")
 

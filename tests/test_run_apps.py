@@ -4,6 +4,7 @@ offload, with the delegates named on the command line, and give LiteRT's numbers
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,11 +15,12 @@ import numpy as np
 import pytest
 
 from offload.model.builder import ModelBuilder
-from tests._apps import litert_outputs, ran_on_offload, run_app
+from tests._apps import PROBES, litert_outputs, ran_on_offload, run_app, write_app
 
 pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is the oracle")
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "small_cnn_float32.tflite"
+_TF_INSTALLED = importlib.util.find_spec("tensorflow") is not None
 
 
 def _image() -> list[np.ndarray]:
@@ -72,13 +74,14 @@ def test_compiled_model_app_runs_on_offload(tmp_path: Path):
 
 
 def test_tf_lite_app_split_between_dummy_and_cpu(tmp_path: Path):
-    """A tf.lite program (no TensorFlow installed) runs with --delegate dummy; the report says
+    """A tf.lite program runs with --tensorflow-stand-in --delegate dummy; the report says
     which nodes the delegate took and why MUL stayed on the CPU."""
     pytest.importorskip("offload_dummy", reason="offload-dummy is not installed")
     model = _add_mul_sub(tmp_path / "add_mul_sub.tflite")
     inputs = [np.random.default_rng(2).standard_normal((1, 8)).astype(np.float32)]
     report = tmp_path / "report.json"
-    args = ["--delegate", "dummy", "--report", "--report-json", str(report)]
+    args = ["--tensorflow-stand-in", "--delegate", "dummy", "--report", "--report-json"]
+    args.append(str(report))
     done, outputs = run_app(tmp_path, "tf.lite", model, inputs, args)
     assert ran_on_offload(done)
     np.testing.assert_allclose(outputs[0], litert_outputs(model, inputs)[0], rtol=1e-6)
@@ -88,6 +91,38 @@ def test_tf_lite_app_split_between_dummy_and_cpu(tmp_path: Path):
     (row,) = process["interpreters"]
     assert row["via"] == "tensorflow.lite" and row["delegates"] == ["dummy"]
     assert row["report"]["delegates"]["dummy"]["nodes"] == [0, 2]
+
+
+@pytest.mark.skipif(_TF_INSTALLED, reason="TensorFlow is installed: the probe finds it")
+@pytest.mark.parametrize(
+    ("style", "flags"),
+    # --no-tensorflow-stand-in, once the way to refuse an unasked stand-in, names the default
+    [(style, []) for style in sorted(PROBES)] + [("probe_import", ["--no-tensorflow-stand-in"])],
+)
+def test_tensorflow_probe_takes_the_litert_branch(tmp_path: Path, style: str, flags: list[str]):
+    """A program that probes for TensorFlow (import in try, find_spec) before falling back to
+    tflite_runtime takes the tflite_runtime branch, as on plain LiteRT, and runs on offload."""
+    inputs = _image()
+    done, outputs = run_app(tmp_path, style, FIXTURE, inputs, [*flags, "--reference"])
+    assert "branch: tflite_runtime" in done.stdout, done.stdout
+    assert ran_on_offload(done)
+    np.testing.assert_allclose(outputs[0], litert_outputs(FIXTURE, inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(_TF_INSTALLED, reason="TensorFlow is installed")
+def test_tf_lite_app_without_the_stand_in_is_told_the_flag(tmp_path: Path):
+    """Unasked there is no stand-in: a tf.lite program fails on `import tensorflow` as it
+    would without offload, and the last line names --tensorflow-stand-in."""
+    app = write_app(tmp_path, "tf.lite")
+    done = subprocess.run(
+        [sys.executable, "-m", "offload", "run", "--", sys.executable, str(app)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "ModuleNotFoundError: No module named 'tensorflow'" in done.stderr, done.stderr
+    assert "offload run --tensorflow-stand-in" in done.stderr.strip().splitlines()[-1]
 
 
 def test_exit_code_and_untouched_programs(tmp_path: Path):

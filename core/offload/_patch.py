@@ -8,10 +8,13 @@ Three rules keep this safe:
 - offload's own plugins load first, so an engine delegate that runs LiteRT (``litert``)
   keeps the real ``ai_edge_litert.interpreter`` it imported; only later imports see the
   stand-in.
-- ``tensorflow`` is stood in for only where TensorFlow is not installed (or when asked), and
-  only ``tf.lite``'s interpreter pieces exist: anything else raises
-  :class:`~offload.errors.StandInError` (or :class:`~offload.errors.StandInImportError` for a
-  submodule) naming what was touched.
+- ``tensorflow`` is stood in for only when asked (``tensorflow=True``, ``offload run
+  --tensorflow-stand-in``). Programs probe for TensorFlow (``import tensorflow`` inside
+  ``try``, ``importlib.util.find_spec``) to choose a branch, and an import cannot tell a
+  probe from a use of ``tf.lite``: a stand-in offered unasked would send them down
+  TensorFlow's branch on a machine without TensorFlow. Asked for, only ``tf.lite``'s
+  interpreter pieces exist: anything else raises :class:`~offload.errors.StandInError` (or
+  :class:`~offload.errors.StandInImportError` for a submodule) naming what was touched.
 - :meth:`LiteRTPatch.undo` puts back every module and attribute it replaced.
 
 ``offload run`` reaches this from a ``sitecustomize`` (offload/_run_site) that installs a
@@ -311,8 +314,8 @@ def _package(name: str, what: str, hint: str) -> ModuleType:
 
 
 _TF_HINT = (
-    "install TensorFlow to use the rest (offload run then leaves tensorflow alone), or run "
-    "the program without offload"
+    "install TensorFlow and ask for no stand-in (no --tensorflow-stand-in, no "
+    "patch_litert(tensorflow=True)) to use the rest, or run the program without offload"
 )
 
 
@@ -436,8 +439,10 @@ def patch_litert(
             passes itself: None for offload's defaults (as LiteRT applies XNNPACK), ``[]`` for
             the CPU reference alone, delegate names in priority order, or ``"auto"``.
         options: per delegate name, its options (as ``offload.load_delegate`` takes them).
-        tensorflow: stand in for ``tensorflow`` too; None (the default) does so only where
-            TensorFlow is not installed, so that a real TensorFlow is never hidden unasked.
+        tensorflow: True to stand in for ``tensorflow`` too (``tf.lite``'s interpreter
+            pieces only; a real TensorFlow is hidden while the patch is active). None (the
+            default) and False leave ``tensorflow`` alone, so that a program probing for
+            TensorFlow takes the branch it takes without offload.
 
     Call it before the program imports LiteRT: a module that already did
     ``from tflite_runtime.interpreter import Interpreter`` keeps the class it got. Delegate
@@ -454,7 +459,7 @@ def patch_litert(
     with _active_lock:
         if _active is not None and _active.active:
             raise UsageError("patch_litert() is already active; undo() it before patching again")
-        stand_in_tf = (not _installed("tensorflow")) if tensorflow is None else bool(tensorflow)
+        stand_in_tf = bool(tensorflow)  # only when asked: see the module docstring
         patch = LiteRTPatch(names, opts, stood_in_for_tensorflow=stand_in_tf)
         modules: dict[str, ModuleType] = {
             "tflite_runtime": _package(

@@ -21,8 +21,9 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "small_cnn_float32.
 def test_app_runs_on_gpu_opencl(tmp_path: Path, style: str):
     """The app's interpreter is offload's, gpu_opencl runs all 8 nodes, outputs match LiteRT."""
     inputs = [np.random.default_rng(3).uniform(0, 1, (1, 64, 64, 3)).astype(np.float32)]
+    stand_in = ["--tensorflow-stand-in"] if style == "tf.lite" else []  # TensorFlow absent
     done, outputs = run_app(
-        tmp_path, style, FIXTURE, inputs, ["--delegate", "gpu_opencl", "--report"]
+        tmp_path, style, FIXTURE, inputs, [*stand_in, "--delegate", "gpu_opencl", "--report"]
     )
     assert ran_on_offload(done)
     assert "gpu_opencl: 8 of 8 nodes in 1 partition(s)" in done.stderr, done.stderr

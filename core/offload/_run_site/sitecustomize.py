@@ -1,8 +1,11 @@
 """Put in front of a program's ``sys.path`` by ``offload run``; nothing else imports it.
 
 At start-up it only installs a finder that waits for the program's first LiteRT import
-(``tflite_runtime``, ``ai_edge_litert``, ``tensorflow``): then it imports offload
-and calls ``offload._patch.patch_from_environment()``, which replaces itself as the finder.
+(``tflite_runtime``, ``ai_edge_litert``, and ``tensorflow`` when ``--tensorflow-stand-in``
+asked for it): then it imports offload and calls ``offload._patch.patch_from_environment()``,
+which replaces itself as the finder. Without the stand-in, ``import tensorflow`` is left to
+Python, so a program probing for TensorFlow takes the branch it takes without offload; one
+that dies for want of it is told about ``--tensorflow-stand-in``.
 Programs and child processes that never import LiteRT pay for one small module, not for
 offload, numpy and the plugins. A ``sitecustomize`` that this one hides (later on
 ``sys.path``) still runs, after it.
@@ -13,14 +16,29 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
 import threading
 from collections.abc import Sequence
-from types import ModuleType
+from types import ModuleType, TracebackType
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOTS = ("tflite_runtime", "ai_edge_litert", "tensorflow")
+# offload._patch.CONFIG_ENV, spelled out: importing offload here is what this module avoids.
+_CONFIG_ENV = "OFFLOAD_RUN_CONFIG"
+
+
+def _tensorflow_stand_in() -> bool:
+    """Whether ``offload run`` asked for the tensorflow stand-in."""
+    try:
+        config = json.loads(os.environ.get(_CONFIG_ENV) or "{}")
+    except ValueError:
+        return False  # patch_from_environment reports a bad config at the first LiteRT import
+    return isinstance(config, dict) and config.get("tensorflow") is True
+
+
+_STAND_IN_TF = _tensorflow_stand_in()
+_ROOTS = ("tflite_runtime", "ai_edge_litert") + (("tensorflow",) if _STAND_IN_TF else ())
 
 
 class _FirstLiteRTImport(importlib.abc.MetaPathFinder):
@@ -59,6 +77,24 @@ class _FirstLiteRTImport(importlib.abc.MetaPathFinder):
         return patch._finder.find_spec(fullname, path, target)
 
 
+def _hint_tensorflow_stand_in(
+    kind: type[BaseException], value: BaseException, traceback: TracebackType | None
+) -> None:
+    """The program's excepthook, plus one line where it died importing a missing TensorFlow:
+    Python's own message does not say that a tf.lite program has a stand-in for the asking."""
+    _previous_excepthook(kind, value, traceback)
+    if isinstance(value, ModuleNotFoundError) and value.name == "tensorflow":
+        print(
+            "offload run: tensorflow is not installed and offload stands in for it only when "
+            "asked; if the program uses tf.lite.Interpreter alone, run it with "
+            "offload run --tensorflow-stand-in",
+            file=sys.stderr,
+        )
+
+
+_previous_excepthook = sys.excepthook
+
+
 def _run_hidden_sitecustomize() -> None:
     others = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
@@ -69,4 +105,6 @@ def _run_hidden_sitecustomize() -> None:
 
 
 sys.meta_path.insert(0, _FirstLiteRTImport())
+if not _STAND_IN_TF:
+    sys.excepthook = _hint_tensorflow_stand_in
 _run_hidden_sitecustomize()

@@ -39,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run an unmodified LiteRT program (tflite_runtime, ai_edge_litert, tf.lite) on "
         "offload",
         description="Run COMMAND (usually: python app.py ...) with offload behind "
-        "tflite_runtime.interpreter, ai_edge_litert.interpreter and tensorflow.lite. Every "
+        "tflite_runtime.interpreter, ai_edge_litert.interpreter and, with "
+        "--tensorflow-stand-in, tensorflow.lite. Every "
         "interpreter the program makes gets the delegates named here, after any it passes "
         "itself; with none named, offload's defaults apply, as LiteRT applies XNNPACK.",
         usage="offload run [--delegate NAME ...] [flags] [--report] -- COMMAND [ARGS ...]",
@@ -54,9 +55,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tensorflow-stand-in",
         action=argparse.BooleanOptionalAction,
-        default=None,
-        help="stand in for tensorflow (tf.lite only); by default only where TensorFlow is "
-        "not installed",
+        default=False,
+        help="stand in for tensorflow with tf.lite's interpreter pieces (hiding a real "
+        "TensorFlow); off by default, so that a program probing for TensorFlow takes the branch "
+        "it takes without offload (--no-tensorflow-stand-in, the default, is accepted)",
     )
     p.add_argument(
         "--report", action="store_true", help="print what ran where (to stderr) at the end"

@@ -105,7 +105,14 @@ class DelegateKernel:
 
     def invoke(self, inputs: Sequence[np.ndarray]) -> Sequence[np.ndarray]:
         """Compute ``partition.outputs`` from arrays for ``partition.inputs``, in that order
-        (None at a position whose value :meth:`take_input` took)."""
+        (None at a position whose value :meth:`take_input` took).
+
+        Return one array per output, with its tensor's dtype and the shape offload computed
+        for it at ``allocate_tensors`` (a numpy scalar stands for a 0-d array). An output whose
+        shape only the run settles (computed from values, as a RESHAPE to a computed shape) is
+        taken at the shape the kernel gives. Anything else is an error, and the partition goes
+        back to the CPU.
+        """
         raise NotImplementedError(f"{type(self).__name__} needs invoke()")
 
     def memory_bytes(self) -> Mapping[str, int]:
@@ -218,7 +225,9 @@ class Delegate:
         here, to the installed delegate that sets ``runs_native_delegates`` (the ``litert``
         delegate): a LiteRT C delegate is native code that only LiteRT can load. Required
         when ``runs_native_delegates`` is set; options the library refuses raise
-        :class:`~offload.errors.DelegateOptionsError`.
+        :class:`~offload.errors.DelegateOptionsError`. As LiteRT's ``load_delegate`` does,
+        make the library's delegate instance here, once, and share it with every partition
+        and interpreter the returned delegate is given, until the last of them lets go.
         """
         raise NotImplementedError(f"{cls.__name__} does not run LiteRT C delegate libraries")
 

@@ -11,9 +11,11 @@
  * a newer LiteRT may read.
  *
  * Counters (exported, read by the tests through ctypes): how often LiteRT called the
- * delegate's Prepare, how many nodes it claimed, how often its kernels ran. One option,
- * "claim" (below); any other is refused through LiteRT's error callback, as an external
- * delegate should.
+ * delegate's Prepare, how many nodes it claimed, how often its kernels ran; and the life of
+ * delegate instances: how many tflite_plugin_create_delegate made and
+ * tflite_plugin_destroy_delegate destroyed, and how many options it parsed, so that a test
+ * sees whether one instance is made per load and shared. One option, "claim" (below); any
+ * other is refused through LiteRT's error callback, as an external delegate should.
  */
 
 #include <stdbool.h>
@@ -26,6 +28,9 @@
 int offload_test_prepare_calls = 0;
 int offload_test_claimed_nodes = 0;
 int offload_test_invoke_calls = 0;
+int offload_test_delegates_created = 0;
+int offload_test_delegates_destroyed = 0;
+int offload_test_options_parsed = 0;
 
 /* -- the slice of LiteRT's C API a delegate needs ------------------------------------- */
 
@@ -333,6 +338,7 @@ Delegate *tflite_plugin_create_delegate(char **keys, char **values_, int count,
   options->claim = CLAIM_ADD_SUB;
   for (int i = 0; i < count; ++i) {
     char message[256];
+    ++offload_test_options_parsed;
     if (strcmp(keys[i], "claim") != 0) {
       snprintf(message, sizeof(message),
                "offload_test_add_sub: unknown option '%s' (options: claim)", keys[i]);
@@ -367,11 +373,13 @@ Delegate *tflite_plugin_create_delegate(char **keys, char **values_, int count,
   }
   delegate->data = options;
   delegate->Prepare = delegate_prepare;
+  ++offload_test_delegates_created;
   return delegate;
 }
 
 void tflite_plugin_destroy_delegate(Delegate *delegate) {
   if (delegate == NULL) return;
+  ++offload_test_delegates_destroyed;
   free(delegate->data);
   free(delegate);
 }

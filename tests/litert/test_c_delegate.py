@@ -2,14 +2,18 @@
 compiler, reaches LiteRT through the litert delegate: load_delegate("x.so", options) and
 --external_delegate_path route it there, LiteRT applies it to the partitions offload hands
 over (its Prepare runs, it claims ADD and SUB and runs them), and the numbers are LiteRT's
-with the same library loaded directly. Options the library refuses are typed errors."""
+with the same library loaded directly. Options the library refuses are typed errors. As in
+LiteRT, load_delegate makes one instance of the C delegate, shared by every interpreter and
+partition it is given and destroyed once, when the last of them lets go."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,13 +24,15 @@ from ai_edge_litert import interpreter as litert
 
 import offload
 from offload._cli import main as cli_main
-from offload.errors import DelegateError, DelegateOptionsError
+from offload.errors import DelegateError, DelegateOptionsError, IncompatibleOptionError
 from offload.model import ModelBuilder
 
 from ._support import assert_identical, run
 
 SOURCE = Path(__file__).with_name("add_sub_delegate.c")
 COUNTERS = ("prepare_calls", "claimed_nodes", "invoke_calls")
+# The life of the library's delegate instances: made, destroyed, options parsed (one a key).
+LIFE = ("delegates_created", "delegates_destroyed", "options_parsed")
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +57,25 @@ class Counters:
         self.lib = ctypes.CDLL(str(path))
 
     def reset(self) -> None:
-        for name in COUNTERS:
+        for name in (*COUNTERS, *LIFE):
             ctypes.c_int.in_dll(self.lib, f"offload_test_{name}").value = 0
 
     def read(self) -> dict[str, int]:
         return {n: ctypes.c_int.in_dll(self.lib, f"offload_test_{n}").value for n in COUNTERS}
 
+    def life(self) -> tuple[int, int, int]:
+        """(instances created, destroyed, options parsed) since the last reset."""
+        created, destroyed, parsed = (
+            ctypes.c_int.in_dll(self.lib, f"offload_test_{n}").value for n in LIFE
+        )
+        return created, destroyed, parsed
+
 
 @pytest.fixture
 def counters(library: Path) -> Counters:
     found = Counters(library)
+    # Instances earlier tests left to the garbage collector go now, not while a test counts.
+    gc.collect()
     found.reset()
     return found
 
@@ -252,3 +267,117 @@ def test_a_library_is_trial_loaded_once_per_file(
     os.utime(copy, ns=(0, 0))
     offload.load_delegate(str(copy), {"claim": "add_sub"})
     assert len(started) == 2
+
+
+def _run_with(delegates: list[offload.Delegate], content: bytes) -> offload.Interpreter:
+    interp = offload.Interpreter(model_content=content, experimental_delegates=delegates)
+    interp.allocate_tensors()
+    run(interp, [X])
+    return interp
+
+
+def test_load_delegate_makes_one_instance_every_interpreter_shares(
+    library: Path, counters: Counters
+) -> None:
+    """The library makes its delegate and parses its options once, at load_delegate; two
+    interpreters, and the two partitions of the second, apply that same instance."""
+    delegate = offload.load_delegate(str(library), {"claim": "add_sub"})
+    assert counters.life() == (1, 0, 1)
+    first = _run_with([delegate], _model())
+    mixed = [offload.load_delegate("dummy"), delegate]
+    second = _run_with(mixed, _longer_model())
+    assert [(p.delegate, p.nodes) for p in second.plan().partitions] == [
+        ("dummy", (0, 1)),
+        ("litert", (2,)),
+        ("dummy", (3,)),
+        ("litert", (4,)),
+    ]
+    assert counters.read()["prepare_calls"] == 3
+    assert counters.life() == (1, 0, 1)
+    # LiteRT's Delegate surface: its library handle and its one instance, as LiteRT's own
+    # tests read them (interpreter._delegates[0]._library).
+    assert first._delegates[0] is delegate
+    assert delegate._library is not None
+    assert ctypes.c_int.in_dll(delegate._library, "offload_test_delegates_created").value == 1
+    assert delegate._get_native_delegate_pointer() == delegate._delegate_ptr != 0
+
+
+def test_each_load_delegate_makes_an_instance_of_its_own(library: Path, counters: Counters) -> None:
+    """Two loads are two instances, each with its options, each destroyed with its object."""
+    a = offload.load_delegate(str(library))
+    b = offload.load_delegate(str(library), {"claim": "none"})
+    assert counters.life() == (2, 0, 1)
+    assert a._delegate_ptr != b._delegate_ptr
+    del a, b
+    assert counters.life() == (2, 2, 1)
+
+
+def test_the_instance_is_destroyed_once_after_its_last_user(
+    library: Path, counters: Counters
+) -> None:
+    """Neither the delegate object nor one interpreter going destroys the instance while
+    another interpreter uses it; the last one going destroys it, once, without waiting for
+    the garbage collector (LiteRT users rely on `del interpreter` releasing a device)."""
+    delegate = offload.load_delegate(str(library), {"claim": "add_sub"})
+    a = _run_with([delegate], _model())
+    b = _run_with([delegate], _model())
+    del delegate, a
+    assert counters.life() == (1, 0, 1)
+    before = counters.read()["invoke_calls"]
+    run(b, [X])
+    assert counters.read()["invoke_calls"] == before + 1
+    del b
+    assert counters.life() == (1, 1, 1), "the instance outlived its last user (a cycle?)"
+    gc.collect()
+    assert counters.life() == (1, 1, 1)
+
+
+def test_a_partition_litert_refused_keeps_no_instance(library: Path, counters: Counters) -> None:
+    """claim: fail: the partition LiteRT refused runs on the CPU, and nothing of the failed
+    attempt (LiteRT's half-built interpreter, its error) keeps the instance alive once the
+    interpreter and the delegate object are gone."""
+    delegate = offload.load_delegate(str(library), {"claim": "fail"})
+    interp = offload.Interpreter(model_content=_model(), experimental_delegates=[delegate])
+    with pytest.warns(UserWarning, match="failing on request"):
+        interp.allocate_tensors()
+    del delegate, interp
+    assert counters.life() == (1, 1, 1), "the failed partition kept the instance (a cycle?)"
+
+
+def test_a_refused_option_fails_at_load_delegate_as_in_litert(
+    library: Path, counters: Counters
+) -> None:
+    """An option the library refuses is a ValueError at load_delegate, in LiteRT's words
+    ("Failed to load delegate from <library>") followed by the library's own message; no
+    instance is made, so none is destroyed later."""
+    where = re.escape(f"Failed to load delegate from {str(library)!r}: ")
+    with pytest.raises(ValueError, match=f"^{where}") as info:
+        offload.load_delegate(str(library), {"claim": "everything"})
+    assert isinstance(info.value, DelegateOptionsError)
+    assert "found NULL; the library said: offload_test_add_sub: option claim" in str(info.value)
+    gc.collect()
+    assert counters.life() == (0, 0, 1)
+
+
+def test_litert_itself_applies_the_offload_delegate(library: Path, counters: Counters) -> None:
+    """LiteRT's own Interpreter takes the object load_delegate returned, as it takes its own
+    Delegate: the same instance, held as long as that interpreter lives."""
+    delegate = offload.load_delegate(str(library), {"claim": "add_sub"})
+    interp = litert.Interpreter(model_content=_model(), experimental_delegates=[delegate])
+    interp.allocate_tensors()
+    got = run(interp, [X])
+    assert counters.read()["claimed_nodes"] == 2
+    del delegate
+    assert counters.life() == (1, 0, 1)
+    del interp
+    assert counters.life() == (1, 1, 1)
+    assert_identical(got, _litert_with(library, {"claim": "add_sub"}), "LiteRT with offload's")
+
+
+def test_a_delegate_without_a_library_has_no_native_pointer() -> None:
+    """The litert delegate without a C library has nothing for LiteRT to apply: a typed error
+    saying so, and no library or instance."""
+    delegate = offload.load_delegate("litert")
+    assert delegate._library is None and delegate._delegate_ptr is None
+    with pytest.raises(IncompatibleOptionError, match="external_delegate_path unset"):
+        delegate._get_native_delegate_pointer()

@@ -24,7 +24,11 @@ from offload import (
     ModelTypeSupport,
     OpCapability,
 )
-from offload.errors import DelegateOptionsError, DelegateUnavailableError
+from offload.errors import (
+    DelegateOptionsError,
+    DelegateUnavailableError,
+    IncompatibleOptionError,
+)
 from offload_litert._engine import IMPORT_ERROR, litert
 from offload_litert._library import ENTRY_POINTS, dlopen_message, exports, library_problem
 from offload_litert._ops import builtin_versions
@@ -45,6 +49,7 @@ _DTYPES: tuple[DTypeName, ...] = (
     "int64",
     "bool",
     "complex64",
+    "string",
 )
 _MODEL_TYPES: tuple[ModelType, ...] = ("float32", "float16", "dynamic_range", "int8", "qat")
 _TINY = np.finfo(np.float32).tiny
@@ -86,8 +91,9 @@ class LiteRTOptions(DelegateOptions):
     in its ``CompiledModel`` on the GPU accelerator, ops the GPU does not take staying on
     LiteRT's CPU kernels (``kernels`` chooses which); unavailable, with LiteRT's reason, where
     the accelerator does not start. ``external_delegate_path`` / ``external_delegate_options``:
-    a LiteRT C delegate library (.so) and its own options (a mapping, or ``"k1:v1;k2:v2"``),
-    applied by LiteRT to every partition this delegate runs (CPU only).
+    a LiteRT C delegate library (.so) and its own options (a mapping, or ``"k1:v1;k2:v2"``):
+    one instance of it is made with the delegate, as LiteRT's ``load_delegate`` makes one, and
+    LiteRT applies that instance to every partition this delegate runs (CPU only).
     ``precision_loss_allowed``: with the GPU accelerator, let LiteRT compute in float16 (its own
     default where the GPU has it); off, float32 is enforced (``GpuOptions(enforce_f32=True)``):
     on an H100 LiteRT's default differed from its CPU kernels by up to 1.1e-2 relative.
@@ -186,38 +192,54 @@ def _lstm_bias_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | N
 
 
 def load_library(path: str, options: Mapping[str, str]) -> Any:
-    """LiteRT's own ``load_delegate(path, options)``: a new TfLiteDelegate from the library.
+    """One new instance of the C delegate in the library at ``path``, made with ``options``:
+    LiteRT's own ``Delegate`` (what its ``load_delegate`` returns), which destroys the instance
+    with the library's ``tflite_plugin_destroy_delegate`` when the last reference goes.
 
-    Raises :class:`~offload.errors.DelegateOptionsError` naming the library when LiteRT
-    cannot load it or the library refuses its options (a NULL from
+    Raises :class:`~offload.errors.DelegateOptionsError` (a ValueError, as LiteRT's
+    ``load_delegate`` raises) led by LiteRT's "Failed to load delegate from 'path'" when the
+    library cannot be loaded or refuses its options (a NULL from
     ``tflite_plugin_create_delegate``, with the library's message). A file that is not a
     library this process can load, truncated or corrupted ones included, is refused before it
     is opened here, with what was expected and found.
     """
     assert litert is not None
-    where = f"delegate 'litert': LiteRT could not load the C delegate library {path!r}"
+    # LiteRT's words first (its tests match them), the path quoted: it may hold any bytes.
+    where = f"Failed to load delegate from {path!r}: delegate 'litert'"
     # A truncated or corrupted library kills the process inside dlopen, where nothing can be
     # caught: it is read and trial-loaded in a child first (once per file, _library).
     problem = library_problem(path)
     if problem is not None:
-        raise DelegateOptionsError(f"{where}: {problem}")
+        raise DelegateOptionsError(f"{where} refused to open it: {problem}")
     # Opened here first: LiteRT's own wrapper, given a file that does not load or lacks the
     # entry points, fails half-built and raises again from its finalizer.
     try:
         handle = ctypes.CDLL(path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DelegateOptionsError(f"{where}: {dlopen_message(exc)}") from None
+        raise DelegateOptionsError(f"{where} could not open it: {dlopen_message(exc)}") from None
     missing = [name for name in ENTRY_POINTS if not exports(handle, name)]
     if missing:
         raise DelegateOptionsError(
-            f"{where}: it does not export {' and '.join(missing)}, so it is not a LiteRT "
-            "external delegate"
+            f"{where} expected a LiteRT external delegate, found a library that does not "
+            f"export {' and '.join(missing)}"
         )
+    # LiteRT's Delegate, made in two steps so that a failed one is disarmed: its finalizer
+    # would otherwise hand the NULL the library returned to tflite_plugin_destroy_delegate.
+    native = litert.Delegate.__new__(litert.Delegate)
     try:
-        return litert.load_delegate(path, dict(options))
-    except ValueError as exc:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        raise DelegateOptionsError(f"{where} with options {dict(options)}: {detail}") from None
+        native.__init__(path, dict(options))
+    except ValueError as exc:  # LiteRT's: the library returned NULL; its message, if any
+        native._library = None
+        said = " ".join(str(exc).split())
+        raise DelegateOptionsError(
+            f"{where} expected a delegate from tflite_plugin_create_delegate with options "
+            f"{dict(options)}, found NULL; "
+            + (f"the library said: {said}" if said else "the library gave no reason")
+        ) from None
+    except BaseException:
+        native._library = None
+        raise
+    return native
 
 
 class LiteRTDelegate(Delegate):
@@ -230,6 +252,8 @@ class LiteRTDelegate(Delegate):
     def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
         super().__init__(options)
         opts: LiteRTOptions = self.options
+        # The C delegate instance (LiteRT's Delegate) of external_delegate_path, or None.
+        self._native: Any = None
         if litert is None:
             return  # unavailable: availability() says why, and nothing here can be checked
         if opts.accelerator == "gpu":
@@ -246,9 +270,12 @@ class LiteRTDelegate(Delegate):
                     f"delegate 'litert' with accelerator='gpu' is unavailable here: {reason}"
                 )
         if opts.external_delegate_path:
-            # Loaded once now, so that a missing library or an option it refuses is an error
-            # here, as with LiteRT's load_delegate; each partition gets its own instance.
-            load_library(opts.external_delegate_path, opts.external_delegate_options)
+            # One instance, made now, as LiteRT's load_delegate makes it: a missing library
+            # or an option it refuses is an error here, the library parses its options once,
+            # and every partition of every interpreter this delegate is given shares it.
+            # Each LiteRT Interpreter that applies it holds a reference, so the library
+            # destroys it once, after the last of them and this object are gone.
+            self._native = load_library(opts.external_delegate_path, opts.external_delegate_options)
 
     @classmethod
     def for_native_library(
@@ -259,6 +286,33 @@ class LiteRTDelegate(Delegate):
     @classmethod
     def availability(cls) -> offload.Availability:
         return offload.Availability(litert is not None, IMPORT_ERROR)
+
+    # -- LiteRT's Delegate surface (interpreter.Delegate), for programs written for LiteRT:
+    # testDelegate reads the library's counters through interpreter._delegates[0]._library,
+    # and LiteRT's own Interpreter applies this object through _get_native_delegate_pointer.
+
+    @property
+    def _library(self) -> Any:
+        """The C delegate library (LiteRT's ctypes handle); None without one."""
+        return None if self._native is None else self._native._library
+
+    @property
+    def _delegate_ptr(self) -> int | None:
+        """The library's TfLiteDelegate instance (an address); None without one."""
+        return None if self._native is None else self._native._delegate_ptr
+
+    def _get_native_delegate_pointer(self) -> int:
+        """The TfLiteDelegate pointer, as LiteRT's Delegate gives it to its Interpreter. Not to
+        be kept: the instance lives as long as this object and the interpreters using it."""
+        if self._native is None:
+            raise IncompatibleOptionError(
+                "delegate 'litert' has no native TfLiteDelegate: expected one loaded from a "
+                "LiteRT C delegate library (load_delegate('lib.so') or "
+                "external_delegate_path), found external_delegate_path unset; an offload "
+                "delegate runs in offload.Interpreter, not in LiteRT's"
+            )
+        pointer: int = self._native._get_native_delegate_pointer()
+        return pointer
 
     @property
     def capabilities(self) -> Capabilities:
@@ -312,4 +366,4 @@ class LiteRTDelegate(Delegate):
             return CompiledKernel(self.options, gpu_hardware())
         from offload_litert._kernel import LiteRTKernel
 
-        return LiteRTKernel(self.options)
+        return LiteRTKernel(self.options, self._native)

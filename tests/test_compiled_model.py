@@ -240,3 +240,150 @@ def test_bad_arguments_to_from_file():
         cm.CompiledModel.from_buffer(b"garbage" * 10)
     with pytest.raises(UsageError, match="made by CompiledModel.from_file"):
         cm.CompiledModel(object(), None)
+
+
+# -- ml_dtypes buffers ---------------------------------------------------------------------------
+
+# The ml_dtypes types LiteRT 2.3's TensorBuffer holds (tried on the installed LiteRT); its other
+# float8, float6, float4 and sub-byte integer types it refuses.
+ML_DTYPE_NAMES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+OTHER_ML_DTYPE_NAMES = (
+    "int2",
+    "uint2",
+    "int4",
+    "uint4",
+    "float8_e4m3",
+    "float8_e4m3fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e5m2fnuz",
+    "float8_e3m4",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+)
+
+
+def _every_bit_pattern(dtype: np.dtype) -> np.ndarray:
+    """Every value of a 1- or 2-byte type, NaNs and infinities among them: a round trip
+    through float32 would change some of these bytes, a byte-for-byte copy none."""
+    bits = np.uint8 if dtype.itemsize == 1 else np.uint16
+    return np.arange(2 ** (8 * dtype.itemsize), dtype=bits).view(dtype)
+
+
+@pytest.mark.parametrize("name", ML_DTYPE_NAMES)
+def test_ml_dtype_buffers_keep_every_byte(name: str):
+    """bfloat16 and the two float8 types are held, written and read bit for bit."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    data = _every_bit_pattern(dtype)
+    buf = cm.TensorBuffer.create_from_host_memory(data)
+    assert buf.get_tensor_details() == {"dtype": name, "shape": [data.size]}
+    assert np.shares_memory(buf.capsule, data)  # the array's own memory, as for numpy's types
+    for output_dtype in (getattr(ml_dtypes, name), dtype, name):
+        got = buf.read(data.size, output_dtype)
+        assert got.dtype == dtype and got.tobytes() == data.tobytes()
+    backwards = _every_bit_pattern(dtype)[::-1]  # strided: still written byte for byte
+    buf.write(backwards)
+    assert buf.read(data.size, dtype).tobytes() == backwards.tobytes()
+    with pytest.raises(TensorTypeError, match=f"expected dtype {name}, found float32"):
+        buf.write(np.zeros(data.size, np.float32))
+    with pytest.raises(TensorTypeError, match=f"holds {name}, found output_dtype float32"):
+        buf.read(3, np.float32)
+
+
+@pytest.mark.parametrize("name", OTHER_ML_DTYPE_NAMES)
+def test_other_ml_dtypes_are_refused_when_the_buffer_is_made(name: str):
+    """The ml_dtypes types LiteRT's TensorBuffer refuses: a TensorTypeError (a ValueError, as
+    LiteRT's) listing the types a buffer holds."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    if not hasattr(ml_dtypes, name):
+        pytest.skip(f"this ml_dtypes has no {name}")
+    with pytest.raises(TensorTypeError, match="unsupported dtype.*'bfloat16'") as info:
+        cm.TensorBuffer.create_from_host_memory(np.zeros(4, getattr(ml_dtypes, name)))
+    assert isinstance(info.value, ValueError)
+
+
+def test_ml_dtypes_is_not_imported_by_offload():
+    """ml_dtypes is no core dependency: offload takes its types where a program has them and
+    never imports it (a fresh interpreter, as any import in this one may have loaded it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, offload\n"
+        "from offload.compiled_model import TensorBuffer\n"
+        "TensorBuffer.create_from_host_memory(np.zeros(2, np.float32)).read(2, np.float32)\n"
+        "assert 'ml_dtypes' not in sys.modules, 'offload imported ml_dtypes'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_without_ml_dtypes_its_names_are_refused_with_a_hint(monkeypatch: pytest.MonkeyPatch):
+    """Where ml_dtypes is not loaded, asking for bfloat16 says what would make it work."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # as if never imported
+    buf = cm.TensorBuffer.create_from_host_memory(np.zeros(4, np.float32))
+    with pytest.raises(
+        TensorTypeError, match="bfloat16, float8_e4m3fn, float8_e5m2 with ml_dtypes"
+    ):
+        buf.read(4, "bfloat16")
+
+
+def test_a_bfloat16_buffer_is_refused_when_the_model_runs(model: cm.CompiledModel):
+    """A buffer is made in any dtype it can hold; a model that does not compute in it says so
+    at run time, naming the tensor and the dtype it wants."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    half = cm.TensorBuffer.create_from_host_memory(np.zeros(12288, ml_dtypes.bfloat16))
+    with pytest.raises(TensorTypeError, match="input 'image': expected a float32 buffer, found"):
+        model.run_by_index(0, [half], outs)
+    with pytest.raises(TensorTypeError, match="output 'mask': expected a float32 buffer, found"):
+        model.run_by_name("serving_default", {"image": ins[0]}, {"mask": half})
+    ins[0].write(_image())
+    model.run_by_index(0, ins, outs)  # the model itself is unharmed
+
+
+# -- signature keys ------------------------------------------------------------------------------
+
+
+def test_the_empty_key_is_the_first_signature(model: cm.CompiledModel):
+    """LiteRT's GetSignatureIndex takes "" for signature 0, so every call that looks a key up
+    does; resize_input_tensor_by_name checks the key itself in LiteRT and refuses ""."""
+    assert model.get_signature_index("") == 0
+    assert model.get_input_tensor_details("") == model.get_input_tensor_details("serving_default")
+    assert model.get_output_tensor_details("") == model.get_output_tensor_details("serving_default")
+    x = _image(3)
+    image = model.create_input_buffer_by_name("", "image")
+    mask = model.create_output_buffer_by_name("", "mask")
+    image.write(x)
+    model.run_by_name("", {"image": image}, {"mask": mask})
+    assert relative_error(mask.read(12288, np.float32).reshape(x.shape), _reference(x)) <= 1e-4
+    with pytest.raises(SignatureError, match="Signature not found: ''"):
+        model.resize_input_tensor_by_name("", "image", [1, 64, 64, 3])
+
+
+def test_a_model_without_signatures_answers_for_its_placeholder(tmp_path):
+    """The one signature of a model that declares none is LiteRT's placeholder, index 0."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder(signature_key=None)
+    x, y = b.add_input("x", (4,), np.float32), b.add_input("y", (4,), np.float32)
+    total = b.add_tensor("total", (4,), np.float32)
+    b.add_operator("ADD", inputs=[x, y], outputs=[total])
+    b.add_output(total)
+    path = tmp_path / "add.tflite"
+    b.save(path)
+    model = cm.CompiledModel.from_file(str(path))
+    key = cm.PLACEHOLDER_SIGNATURE
+    assert model.get_signature_list() == {key: {"inputs": ["x", "y"], "outputs": ["total"]}}
+    assert model.get_signature_index(key) == 0
+    assert model.get_signature_index("serving_default") == -1
+    ins = {n: model.create_input_buffer_by_name(key, n) for n in ("x", "y")}
+    out = model.create_output_buffer_by_name(key, "total")
+    ins["x"].write(np.arange(4, dtype=np.float32))
+    ins["y"].write(np.full(4, 10, np.float32))
+    model.run_by_name(key, ins, {"total": out})
+    np.testing.assert_array_equal(out.read(4, np.float32), [10, 11, 12, 13])

@@ -15,8 +15,10 @@ invoke, and copy each output into its buffer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -57,24 +59,43 @@ __all__ = [
 PLACEHOLDER_SIGNATURE = "<placeholder signature>"
 # LiteRT's kLiteRtTensorBufferTypeHostMemory: every offload buffer is host memory.
 _HOST_MEMORY = 1
-# The dtypes LiteRT's TensorBuffer reads and writes (bfloat16 and float8 need ml_dtypes,
-# which offload does not depend on; no offload kernel takes them).
+# The numpy dtypes a TensorBuffer holds: LiteRT 2.3's six, and int64 and int16, which LiteRT's
+# Python TensorBuffer refuses although models have such tensors (offload's kernels take them).
 _DTYPES = {
     np.dtype(name): name
     for name in ("float32", "float16", "int32", "int8", "uint8", "bool", "int64", "int16")
 }
+# LiteRT 2.3 also holds these ml_dtypes types, byte for byte (its sub-byte and other float8
+# types it refuses). offload does not depend on ml_dtypes: an array or dtype of one of these
+# exists only once ml_dtypes is imported, so they are looked up in sys.modules, never imported.
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+@functools.cache
+def _with_ml_dtypes(module: Any) -> dict[np.dtype, str]:
+    found = {np.dtype(getattr(module, n)): n for n in _ML_DTYPES if hasattr(module, n)}
+    return {**_DTYPES, **found}
+
+
+def _buffer_dtypes() -> dict[np.dtype, str]:
+    """The dtypes a TensorBuffer takes here: ``_DTYPES``, and ``_ML_DTYPES`` once ml_dtypes is
+    imported (by the program, or by a package such as ai-edge-litert or jax)."""
+    module = sys.modules.get("ml_dtypes")
+    return _DTYPES if module is None else _with_ml_dtypes(module)
 
 
 def _dtype_name(dtype: Any, what: str) -> tuple[str, np.dtype]:
+    known = _buffer_dtypes()
     try:
         resolved = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):
         resolved = None
-    if resolved is None or resolved not in _DTYPES:
+    if resolved is None or resolved not in known:
+        hint = "" if known is not _DTYPES else f"; {', '.join(_ML_DTYPES)} with ml_dtypes"
         raise TensorTypeError(
-            f"{what}: unsupported dtype {dtype!r}; supported {list(_DTYPES.values())}"
+            f"{what}: unsupported dtype {dtype!r}; expected one of {list(known.values())}{hint}"
         )
-    return _DTYPES[resolved], resolved
+    return known[resolved], resolved
 
 
 # -- environment ---------------------------------------------------------------------------------
@@ -152,6 +173,11 @@ class TensorBuffer:
     dtype and element count, and ``read(n, dtype)`` its dtype and at most its element count:
     anything else is a :class:`~offload.errors.TensorTypeError` or
     :class:`~offload.errors.TensorShapeError` saying what was expected and found.
+
+    It holds float32, float16, int32, int8, uint8, bool, int64 and int16 arrays, and, where
+    ml_dtypes is imported, bfloat16, float8_e4m3fn and float8_e5m2 ones (LiteRT 2.3's set),
+    bytes kept as they are. Whether a model computes in the buffer's dtype is checked when it
+    runs: a buffer that does not match its tensor's dtype is a TensorTypeError there.
     """
 
     def __init__(self, capsule: Any, environment: Any = None) -> None:
@@ -224,7 +250,7 @@ class TensorBuffer:
 
     def get_tensor_details(self) -> dict[str, Any]:
         buf = self._data("TensorBuffer.get_tensor_details")
-        return {"dtype": _DTYPES[buf.dtype], "shape": [int(d) for d in buf.shape]}
+        return {"dtype": _buffer_dtypes()[buf.dtype], "shape": [int(d) for d in buf.shape]}
 
     def destroy(self) -> None:
         self._capsule = None
@@ -431,10 +457,12 @@ class CompiledModel:
 
     def _signature_by_key(self, key: str) -> _Signature:
         sigs = self._state().signatures
-        for sig in sigs:
-            if sig.key == key:
-                return sig
-        raise SignatureError(f"Signature not found: {key!r}; the model has {[s.key for s in sigs]}")
+        index = self.get_signature_index(key)
+        if index < 0:
+            raise SignatureError(
+                f"Signature not found: {key!r}; the model has {[s.key for s in sigs]}"
+            )
+        return sigs[index]
 
     def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
         return {
@@ -454,8 +482,14 @@ class CompiledModel:
         return len(self._state().signatures)
 
     def get_signature_index(self, key: str) -> int:
-        """The signature's index, -1 where there is none (LiteRT's answer)."""
-        for i, sig in enumerate(self._state().signatures):
+        """The signature's index, -1 where there is none, as LiteRT 2.3: the placeholder key
+        of a model without signatures is 0, and so is the empty key in any model (LiteRT's
+        ``GetSignatureIndex`` takes "" for the first signature, so every call that names a
+        signature by key does)."""
+        sigs = self._state().signatures
+        if key == "":
+            return 0
+        for i, sig in enumerate(sigs):
             if sig.key == key:
                 return i
         return -1
@@ -627,6 +661,11 @@ class CompiledModel:
         dims: Sequence[int],
         strict: bool = True,
     ) -> None:
+        keys = [s.key for s in self._state().signatures]
+        if signature_key not in keys:
+            # LiteRT's Python checks the key itself here, so "" is refused where the calls
+            # that go to its C++ lookup take it for the first signature.
+            raise SignatureError(f"Signature not found: {signature_key!r}; the model has {keys}")
         sig = self._signature_by_key(signature_key)
         index = [n for n, _ in sig.inputs].index(self._name_of(sig, input_name))
         self.resize_input_tensor(index, dims, self._state().signatures.index(sig), strict)
@@ -743,8 +782,12 @@ def _checked(ex: Executor, t: int, buffer: Any, name: str, what: str) -> np.ndar
     tensor = ex.subgraph.tensors[t]
     shape = tuple(ex.shapes[t])
     if array.dtype != tensor.dtype:
+        # A buffer is made in any dtype it can hold (bfloat16 among them); whether the model
+        # computes in it is known here, where the buffer meets the tensor: no kernel converts.
         raise TensorTypeError(
-            f"{what} {name!r}: expected a {np.dtype(tensor.dtype)} buffer, found {array.dtype}"
+            f"{what} {name!r}: expected a {np.dtype(tensor.dtype)} buffer, found {array.dtype}; "
+            f"tensor {tensor.name!r} is {np.dtype(tensor.dtype)} in the model (make its buffer "
+            f"with create_{what}_buffers, or convert the data with astype)"
         )
     if array.size != math.prod(shape):
         raise TensorShapeError(

@@ -56,13 +56,25 @@ DIFFERENCES: dict[str, str] = {
         "where there are several, measures them once as delegates='auto' does "
         "($OFFLOAD_AUTO_BUDGET_S; remembered), so a first compile of a model takes longer"
     ),
-    "CompiledModel.get_signature_index": (
-        "answers 0 for the placeholder signature of a model without signatures, where LiteRT "
-        "answers -1 although run_by_name takes that key"
+    "CompiledModel.resize_input_tensor_by_name": (
+        "an unknown signature or input is a SignatureError (a RuntimeError); LiteRT raises "
+        "ValueError"
+    ),
+    "CompiledModel.run_by_index": (
+        "a buffer whose dtype or element count does not fit its tensor is a TensorTypeError or "
+        "TensorShapeError (ValueErrors) naming the tensor; LiteRT raises RuntimeError (Failed "
+        "to invoke the compiled model)"
     ),
     "CompiledModel.run_by_name": (
         "the maps must name exactly the signature's inputs and outputs (SignatureError); LiteRT "
-        "ignores an unknown input name"
+        "ignores unknown input and output names and runs with an input left out (that input "
+        "keeps what it held), refusing only a missing output. Buffers are checked as in "
+        "run_by_index"
+    ),
+    "TensorBuffer.create_from_host_memory": (
+        "always shares the array's memory; LiteRT copies an array that is not 64-byte aligned "
+        "(numpy's are often 16), so later writes to the array reach its buffer only sometimes. "
+        "Takes int64 and int16 (in write and read too), which LiteRT's TensorBuffer refuses"
     ),
     "TensorBuffer.write": (
         "takes exactly the buffer's dtype and element count (TensorTypeError, "

@@ -13,6 +13,7 @@ import pytest
 import offload
 from offload import _auto_measure
 from offload._auto_measure import AccuracyPolicy
+from offload.errors import NoTensorValueError
 from offload.model.builder import ModelBuilder
 from tests._auto_fakes import (
     ADD_ONLY,
@@ -105,13 +106,17 @@ def test_the_winner_is_prepared_once(monkeypatch, auto_cache):
 
 
 def test_state_and_inputs_start_fresh_after_measuring(monkeypatch, auto_cache):
-    """Inputs the program set before allocate_tensors survive the choice; others read zeros."""
+    """After the choice, inputs read zeros (the measuring runs leave nothing behind) and take
+    what the program sets; before allocate_tensors, set_tensor is refused, as in LiteRT."""
     install(monkeypatch, FAST)
     slow_reference(monkeypatch)
     interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
     index = interp.get_input_details()[0]["index"]
-    interp.set_tensor(index, X)
+    with pytest.raises(NoTensorValueError, match="Tensor is unallocated"):
+        interp.set_tensor(index, X)
     interp.allocate_tensors()
+    assert not interp.get_tensor(index).any()
+    interp.set_tensor(index, X)
     np.testing.assert_array_equal(interp.get_tensor(index), X)
     other = offload.Interpreter(model_content=chain_model(), delegates="auto", auto_cache_dir=False)
     other.allocate_tensors()

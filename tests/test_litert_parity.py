@@ -259,6 +259,14 @@ def test_custom_op_registerers_are_refused_clearly():
     assert ours.InterpreterWithCustomOps(model_path=path, delegates=[]).num_subgraphs() == 1
     with pytest.raises(offload.errors.IncompatibleOptionError, match="custom_op_registerers"):
         ours.InterpreterWithCustomOps(custom_op_registerers=["Register"], model_path=path)
+    # A name LiteRT could not look up gets LiteRT's error; one it could ("malloc" is in every
+    # process) still cannot be called by offload.
+    with pytest.raises(ValueError, match="Looking up symbol 'NoSuchRegisterer' failed"):
+        ours.InterpreterWithCustomOps(custom_op_registerers=["NoSuchRegisterer"], model_path=path)
+    with pytest.raises(ValueError, match=r"Loading library 'no_such_module\.so' failed"):
+        ours.InterpreterWithCustomOps(custom_op_registerers=["no_such_module.R"], model_path=path)
+    with pytest.raises(offload.errors.IncompatibleOptionError, match=r"C\+\+ kernels"):
+        ours.InterpreterWithCustomOps(custom_op_registerers=["malloc"], model_path=path)
 
 
 def test_load_delegate_old_keyword_warns():

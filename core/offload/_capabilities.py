@@ -26,7 +26,7 @@ from pydantic import (
 from tflite.utils import BUILTIN_OPCODE2NAME
 
 from offload._deprecation import deprecation, warn_deprecated
-from offload._graph import MODEL_TYPES, ModelType, Node, Subgraph
+from offload._graph import MODEL_TYPES, ModelType, Node, Subgraph, Tensor
 from offload._schema import OptionField, enum_values, option_field_map, options_type_for
 from offload.errors import CapabilityDeclarationError
 
@@ -58,7 +58,7 @@ HardwareKind = Literal["cpu", "gpu", "npu"]
 HARDWARE_KINDS: tuple[HardwareKind, ...] = ("cpu", "gpu", "npu")
 # The dtype names a declaration uses (numpy's, "bool" for np.bool_).
 DTypeName = Literal[
-    "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64"
+    "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64", "string"
 ]
 _BUILTIN_NAMES = set(BUILTIN_OPCODE2NAME.values())
 # TFLite's ActivationFunctionType names, the only values a node's fused activation can have.
@@ -376,8 +376,12 @@ class Capabilities(_Frozen):
         return None
 
 
-def _dtype_name(dtype: np.dtype) -> str:
-    return "bool" if dtype == np.bool_ else str(dtype)
+def _dtype_name(t: Tensor) -> str:
+    """The DTypeName a declaration uses for ``t``: numpy's name, and ``string`` for a
+    TFLite STRING tensor (numpy holds it as ``object``, as it does resources)."""
+    if t.type_name == "STRING":
+        return "string"
+    return "bool" if t.dtype == np.bool_ else str(t.dtype)
 
 
 def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str | None:
@@ -399,7 +403,7 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
         if given is not None and not given.is_constant:
             return f"constant_inputs: input {pos} must be a constant, found a runtime tensor"
         if cap.constant_dtypes is not None and given is not None:
-            name = _dtype_name(given.dtype)
+            name = _dtype_name(given)
             if name not in cap.constant_dtypes:
                 return (
                     f"constant_dtypes: input {pos} is {name}, supported {list(cap.constant_dtypes)}"
@@ -407,8 +411,8 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
     for pos, t in enumerate(inputs):
         if t is None or t.is_constant:
             continue
-        if _dtype_name(t.dtype) not in cap.dtypes:
-            return f"dtypes: input {pos} is {_dtype_name(t.dtype)}, supported {list(cap.dtypes)}"
+        if _dtype_name(t) not in cap.dtypes:
+            return f"dtypes: input {pos} is {_dtype_name(t)}, supported {list(cap.dtypes)}"
         if cap.max_rank is not None and len(t.shape) > cap.max_rank:
             return (
                 f"max_rank: input {pos} has rank {len(t.shape)}, at most {cap.max_rank} supported"
@@ -419,7 +423,7 @@ def check_node(cap: OpCapability | None, node: Node, subgraph: Subgraph) -> str 
     for pos, i in enumerate(node.outputs):
         if i < 0:
             continue
-        name = _dtype_name(tensors[i].dtype)
+        name = _dtype_name(tensors[i])
         if name not in out_dtypes:
             return f"{out_field}: output {pos} is {name}, supported {list(out_dtypes)}"
     if cap.fused_activations is not None:

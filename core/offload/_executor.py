@@ -24,12 +24,14 @@ from offload._arena import StepTensors, plan_arena
 from offload._delegate import Delegate, DelegateKernel
 from offload._fold import fold_constants
 from offload._graph import Model, Subgraph
+from offload._litert_compat import litert_message
 from offload._partition import Partition, node_ranges
 from offload._plan import Plan, Step, make_plan
 from offload._plan_cost import fragmentation, splitting_ops
 from offload._shape_pass import (
     DEFAULT_MAX_TENSOR_BYTES,
     budgeted,
+    check_tensor_size,
     correct_declared_shapes,
     propagate_shapes,
 )
@@ -150,6 +152,8 @@ class Executor:
         self.takers: dict[int, tuple[DelegateKernel, int]] = {}
         self.handed: dict[int, tuple[DelegateKernel, int]] = {}
         self.viewed: set[int] = set()
+        # (input shapes, the tensors only a run can shape at them): see _runtime_shaped.
+        self._unknown_at: tuple[tuple[Shape, ...], set[int]] | None = None
         # The takers' tensors with the dtype and shape a value must have to be offered as it
         # is, and the taker (none with a view out).
         self.direct: dict[int, tuple[np.dtype, tuple[int, ...], tuple[DelegateKernel, int]]] = {}
@@ -562,7 +566,7 @@ class Executor:
                 if held is None or held.shape != self.shapes[t.index]:
                     self.buffers[t.index] = variable_initial_value(t, self.shapes[t.index])
             elif t.is_constant:
-                if t.sparsity is None and t.dtype != np.dtype(object):
+                if t.sparsity is None and (t.dtype != np.dtype(object) or t.type_name == "STRING"):
                     self.buffers[t.index] = t.constant_value()
         for i in sg.inputs:
             t = sg.tensors[i]
@@ -602,8 +606,11 @@ class Executor:
     def invoke(self) -> None:
         if not self.allocated:
             raise InterpreterStateError(
-                "invoke() called before allocate_tensors(); call allocate_tensors() first "
-                "(and again after resize_tensor_input())"
+                litert_message(
+                    "not_ready",
+                    "invoke() called before allocate_tensors(); call allocate_tensors() first "
+                    "(and again after resize_tensor_input())",
+                )
             )
         pos = 0
         sole = self.sole
@@ -668,11 +675,11 @@ class Executor:
                 bufs[t] = None
 
     def _checked_partition_outputs(self, cs: CompiledStep, result: Any) -> list[np.ndarray]:
-        """A delegate's outputs, held to the tensors' dtypes and inferred shapes, as arrays
-        the interpreter owns: base ndarrays (an ndarray subclass such as np.matrix reshapes
-        by rules of its own), copied into buffers kept per tensor unless the kernel declares
-        ``fresh_outputs``, so nothing it writes after returning reaches a later node or the
-        user."""
+        """A delegate's outputs, held to the tensors' dtypes and inferred shapes (but where
+        only the run settles a shape, see _runtime_shaped), as arrays the interpreter owns:
+        base ndarrays (an ndarray subclass such as np.matrix reshapes by rules of its own),
+        copied into buffers kept per tensor unless the kernel declares ``fresh_outputs``, so
+        nothing it writes after returning reaches a later node or the user."""
         # What a kernel returns on every run (a list of base arrays with the dtype objects
         # numpy itself uses) is checked in a few operations: on a model LiteRT runs in 1-2 ms,
         # each operation on this path costs as much as ~0.3% of the run, caches cold.
@@ -694,21 +701,64 @@ class Executor:
             )
         if len(result) != len(cs.outputs):
             raise DelegateError(f"expected {len(cs.outputs)} outputs, found {len(result)}")
-        for t, value in zip(cs.outputs, result):
+        runtime_shaped: set[int] | None = None
+        values = list(result)
+        for k, (t, value) in enumerate(zip(cs.outputs, result)):
             tensor = sg.tensors[t]
+            if isinstance(value, np.generic):
+                # numpy gives a 0-d result as a scalar (np.float32(9.0)): arithmetic on 0-d
+                # arrays does, and so does LiteRT's get_tensor. It is the 0-d array it stands
+                # for, and is checked as one below.
+                value = values[k] = np.asarray(value)
             if not isinstance(value, np.ndarray):
                 raise DelegateError(
                     f"output tensor {t} ({tensor.name!r}): expected a numpy array, found "
                     f"{type(value).__name__}"
                 )
-            if value.dtype != tensor.dtype or tuple(value.shape) != tuple(self.shapes[t]):
+            shape = tuple(value.shape)
+            if value.dtype == tensor.dtype and shape != tuple(self.shapes[t]):
+                if runtime_shaped is None:
+                    runtime_shaped = self._runtime_shaped()
+                if t in runtime_shaped:
+                    # A shape only the run settles (self.shapes holds a placeholder there):
+                    # the engine's is taken, as LiteRT resizes such a tensor at invoke and a
+                    # CPU kernel returns what it computes; held to the budget as those are.
+                    check_tensor_size(tensor, shape, self.max_tensor_bytes)
+                    continue
+            if value.dtype != tensor.dtype or shape != tuple(self.shapes[t]):
                 raise DelegateError(
                     f"output tensor {t} ({tensor.name!r}): expected {tensor.dtype}"
                     f"{list(self.shapes[t])}, found {value.dtype}{list(value.shape)}"
                 )
+        if runtime_shaped is not None:
+            # The next invoke giving the same shapes takes the fast path above.
+            cs.expected = tuple(
+                (sg.tensors[t].dtype, tuple(v.shape)) for t, v in zip(cs.outputs, values)
+            )
         if cs.fresh:
-            return [v if type(v) is np.ndarray else np.asarray(v) for v in result]
-        return self._owned(cs, result)
+            return [v if type(v) is np.ndarray else np.asarray(v) for v in values]
+        return self._owned(cs, values)
+
+    def _runtime_shaped(self) -> set[int]:
+        """The tensors whose shapes are unknown until invoke at the current input shapes
+        (:func:`~offload._shape_pass.propagate_shapes`' ``unknown``: outputs of ops whose
+        shapes depend on values or that have no shape rule, and all computed from them).
+
+        Asked only when a delegate's output differs from the shape held for it, and kept for
+        these input shapes: it is the pass allocate_tensors makes once more (0.2-3 ms on the
+        public models), which the hot path does not pay.
+        """
+        sg = self.subgraph
+        key = tuple(self.shapes[i] for i in sg.inputs)
+        held = self._unknown_at
+        if held is not None and held[0] == key:
+            return held[1]
+        start: list[Shape] = [t.shape for t in sg.tensors]
+        for i, shape in zip(sg.inputs, key):
+            start[i] = shape
+        unknown = propagate_shapes(sg, start, self._constant_of, None).unknown
+        self._unknown_at = (key, unknown)
+        return unknown
 
     def _owned(self, cs: CompiledStep, result: Sequence[np.ndarray]) -> list[np.ndarray]:
         """``result`` copied into the buffers kept for the partition's outputs."""

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from offload.errors import ModelLoadError
+
 ModelType = Literal["float32", "float16", "dynamic_range", "int8", "qat"]
 MODEL_TYPES: tuple[ModelType, ...] = ("float32", "float16", "dynamic_range", "int8", "qat")
 
@@ -91,9 +93,43 @@ class Tensor:
         """The constant's values shaped as the tensor (sparse constants stay in storage form)."""
         if self.data is None:
             raise ValueError(f"tensor {self.index} ({self.name!r}) is not a constant")
+        if self.type_name == "STRING" and self.sparsity is None:
+            return _decode_strings(self, self.data)
         if self.sparsity is not None or self.dtype == np.dtype(object):
             return self.data
         return self.data.reshape(self.shape)
+
+
+def _decode_strings(t: Tensor, raw: np.ndarray) -> np.ndarray:
+    """A STRING constant's buffer (count, count + 1 offsets, then the bytes) as the object array
+    of ``bytes`` string tensors hold, every count and offset checked against the buffer first:
+    the file is untrusted."""
+    data = raw.reshape(-1).view(np.uint8).tobytes()
+    where = f"string constant {t.index} ({t.name!r})"
+    expected = int(np.prod(t.shape, dtype=np.int64))
+    if len(data) < 4:
+        raise ModelLoadError(f"{where}: expected a buffer of at least 4 bytes, found {len(data)}")
+    count = int.from_bytes(data[:4], "little", signed=True)
+    if count != expected:
+        raise ModelLoadError(
+            f"{where}: expected {expected} strings for shape {list(t.shape)}, found a count of "
+            f"{count}"
+        )
+    header = 4 * (count + 2)
+    if header > len(data):
+        raise ModelLoadError(
+            f"{where}: {count} strings need a {header}-byte header, the buffer has {len(data)}"
+        )
+    offsets = np.frombuffer(data, "<i4", count + 1, 4).astype(np.int64)
+    if offsets[0] < header or np.any(np.diff(offsets) < 0) or offsets[-1] > len(data):
+        raise ModelLoadError(
+            f"{where}: expected offsets rising from {header} to at most {len(data)}, found "
+            f"{offsets[:8].tolist()}{'...' if count > 7 else ''}"
+        )
+    values = np.empty(count, dtype=object)
+    for k in range(count):
+        values[k] = data[offsets[k] : offsets[k + 1]]
+    return values.reshape(t.shape)
 
 
 class OpOptions(Mapping[str, Any]):

@@ -10,14 +10,17 @@ signatures and offload's reports.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
 from offload._auto import AutoSettings
 from offload._delegate import Delegate, DelegateKernel
+from offload._deprecation import deprecation, warn_deprecated
 from offload._executor import Executor
 from offload._graph import Model, SignatureDef, Subgraph, Tensor
 from offload._introspect import (
@@ -28,12 +31,19 @@ from offload._introspect import (
     reported_stats,
     set_profiling,
 )
-from offload._litert_compat import check_litert_options, compress_zero_points
+from offload._litert_compat import (
+    OpResolverType,
+    check_litert_options,
+    check_num_threads,
+    compress_zero_points,
+    litert_message,
+)
 from offload._loader import load_model
 from offload._plan import Plan
 from offload._selection import DelegateSelection, budget_from
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._tensor_details import tensor_details
+from offload._tensor_values import checked_input
 from offload.errors import (
     InterpreterStateError,
     InvalidSignatureError,
@@ -47,6 +57,66 @@ from offload.errors import (
 __all__ = ["Interpreter", "SignatureRunner", "check_signature"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
+F = TypeVar("F", bound=Callable[..., Any])
+
+_POSITIONAL_DELEGATES = deprecation(
+    "interpreter-positional-delegates",
+    old="Interpreter(model_path, model_content, experimental_delegates, num_threads, delegates)",
+    new="Interpreter(..., delegates=...): the fifth positional parameter is LiteRT's "
+    "experimental_op_resolver_type, and offload's own parameters are keyword-only",
+    since="0.2.0",
+    removal="0.3.0",
+)
+
+
+def _value_of(buf: np.ndarray) -> Any:
+    """A 0-d tensor's value as LiteRT's get_tensor gives it: a numpy scalar, except for a
+    string tensor, which stays a 0-d object array."""
+    return np.array(buf, copy=True) if buf.dtype == object else buf[()]
+
+
+def _positional_delegates(init: F) -> F:
+    """Keep offload 0.1's ``Interpreter(path, None, None, None, delegates)`` working, with a
+    DeprecationWarning, where LiteRT's fifth positional parameter now stands.
+
+    LiteRT's is the op resolver type, an enum member: a str, list, tuple or None in that place
+    is offload 0.1's ``delegates``. The wrapper keeps ``__init__``'s signature (functools.wraps),
+    which the parity test and the public-API snapshot read.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) >= 5 and (args[4] is None or isinstance(args[4], (str, list, tuple))):
+            if "delegates" in kwargs:
+                raise TypeError(
+                    "Interpreter() got delegates twice: as the fifth positional argument "
+                    "(offload 0.1's place for it) and by keyword; pass delegates= only"
+                )
+            warn_deprecated(_POSITIONAL_DELEGATES)
+            kwargs["delegates"] = args[4]
+            args = args[:4] + (OpResolverType.AUTO,) + args[5:]
+        init(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]  # same call signature, by functools.wraps
+
+
+class _ViewToken:
+    """What every array from :meth:`Interpreter.tensor` holds (see ``_view_token``)."""
+
+    __slots__ = ()
+
+
+class _TensorView:
+    """The base of an array :meth:`Interpreter.tensor` returns: it exposes the tensor's buffer
+    and holds the interpreter's token. numpy gives every slice of that array this object as
+    its base too (a base that is not an ndarray is kept), so a slice counts as a view."""
+
+    __slots__ = ("__array_interface__", "_buffer", "_token")
+
+    def __init__(self, buffer: np.ndarray, token: _ViewToken) -> None:
+        self.__array_interface__ = buffer.__array_interface__
+        self._buffer = buffer
+        self._token = token
 
 
 def _busy(call: str) -> InterpreterStateError:
@@ -167,23 +237,45 @@ class Interpreter:
     :class:`~offload.errors.DelegateError` instead.
     """
 
+    @_positional_delegates
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
         model_content: bytes | None = None,
         experimental_delegates: Sequence[Delegate] | None = None,
         num_threads: int | None = None,
-        delegates: DelegatesArg = None,
+        experimental_op_resolver_type: Any = OpResolverType.AUTO,
+        experimental_preserve_all_tensors: bool = False,
+        experimental_disable_delegate_clustering: bool = False,
+        experimental_default_delegate_latest_features: bool = False,
+        experimental_compress_quantization_zero_points: bool = False,
+        experimental_disable_delegate_node_fusion: bool = False,
+        experimental_force_delegate_node_profiling: bool = False,
         *,
+        delegates: DelegatesArg = None,
         allow_cpu_fallback: bool = True,
         profile: bool = False,
-        experimental_preserve_all_tensors: bool = False,
         max_tensor_bytes: int | None = DEFAULT_MAX_TENSOR_BYTES,
         auto_budget_s: float | None = None,
         auto_precision_loss_allowed: bool = False,
         auto_cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
-        **litert_options: Any,
     ) -> None:
+        litert_options = {
+            "experimental_op_resolver_type": experimental_op_resolver_type,
+            "experimental_disable_delegate_clustering": experimental_disable_delegate_clustering,
+            "experimental_default_delegate_latest_features": (
+                experimental_default_delegate_latest_features
+            ),
+            "experimental_compress_quantization_zero_points": (
+                experimental_compress_quantization_zero_points
+            ),
+            "experimental_disable_delegate_node_fusion": experimental_disable_delegate_node_fusion,
+            "experimental_force_delegate_node_profiling": (
+                experimental_force_delegate_node_profiling
+            ),
+        }
+        self._litert_options = check_litert_options(litert_options)
+        num_threads = check_num_threads(num_threads)
         if max_tensor_bytes is not None and (
             not isinstance(max_tensor_bytes, int) or max_tensor_bytes <= 0
         ):
@@ -195,7 +287,10 @@ class Interpreter:
         self._num_threads = num_threads
         self._allow_cpu_fallback = allow_cpu_fallback
         self._preserve = experimental_preserve_all_tensors
-        self._litert_options = check_litert_options(litert_options)
+        # Each array tensor() hands out has a base that holds this token, as LiteRT's arrays
+        # hold its interpreter: while any such array (or a slice of it) lives, the count is
+        # above 2, and the calls that may move tensor memory refuse to run.
+        self._view_token = _ViewToken()
         settings = AutoSettings(
             budget_s=budget_from(auto_budget_s),
             precision_loss_allowed=bool(auto_precision_loss_allowed),
@@ -237,6 +332,7 @@ class Interpreter:
         return self._model
 
     def allocate_tensors(self) -> None:
+        self._ensure_no_views("allocate_tensors()")
         with _exclusive(self._executor, "allocate_tensors()"):
             self._resolve()
             self._executor.allocate()
@@ -248,6 +344,8 @@ class Interpreter:
             self._delegates = list(self._selection.delegates)
 
     def invoke(self) -> None:
+        if sys.getrefcount(self._view_token) > 2:
+            self._ensure_no_views("invoke()")
         busy = self._executor.busy
         if not busy.acquire(blocking=False):
             raise _busy("invoke()")
@@ -260,7 +358,12 @@ class Interpreter:
         tensors = self._model.main.tensors
         if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < len(tensors):
             raise TensorIndexError(
-                f"expected a tensor index in 0..{len(tensors) - 1}, found {index!r}"
+                litert_message(
+                    "tensor_index",
+                    f"expected a tensor index in 0..{len(tensors) - 1}, found {index!r}",
+                    index=index,
+                    count=len(tensors),
+                )
             )
         return tensors[int(index)]
 
@@ -293,6 +396,65 @@ class Interpreter:
         """How many subgraphs the model has (the main one, signatures' and control flow's)."""
         return len(self._model.subgraphs)
 
+    # -- LiteRT's private inspection methods, which model-inspection code calls -------------
+
+    def _get_tensor_details(self, tensor_index: int, subgraph_index: int) -> dict[str, Any]:
+        """One tensor's details (LiteRT's private method, used by inspection tools)."""
+        if not isinstance(tensor_index, (int, np.integer)) or not isinstance(
+            subgraph_index, (int, np.integer)
+        ):
+            raise TypeError(
+                "_get_tensor_details() expects int tensor_index and subgraph_index, found "
+                f"{type(tensor_index).__name__} and {type(subgraph_index).__name__}"
+            )
+        executor = self._subgraph_executor(int(subgraph_index))
+        tensors = self._model.subgraphs[int(subgraph_index)].tensors
+        if not 0 <= tensor_index < len(tensors):
+            raise TensorIndexError(
+                litert_message(
+                    "tensor_index",
+                    f"expected a tensor index in 0..{len(tensors) - 1} of subgraph "
+                    f"{subgraph_index}, found {tensor_index}",
+                    index=tensor_index,
+                    count=len(tensors),
+                )
+            )
+        t = tensors[int(tensor_index)]
+        if executor is self._executor:
+            return self._details(t, self._current_shape(t.index))
+        return self._details(t, t.shape if executor is None else executor.shapes[t.index])
+
+    def _get_op_details(self, op_index: int) -> dict[str, Any]:
+        """One node of the main subgraph as LiteRT describes it: ``index``, ``op_name``,
+        ``inputs`` and ``outputs`` (int32 arrays, -1 for an omitted input), and the dtypes of
+        the tensors present (``operand_types``, ``result_types``)."""
+        nodes = self._model.main.nodes
+        if not isinstance(op_index, (int, np.integer)) or not 0 <= op_index < len(nodes):
+            raise ValueError(
+                litert_message(
+                    "node_index",
+                    f"expected a node index in 0..{len(nodes) - 1}, found {op_index!r}",
+                )
+            )
+        node = nodes[int(op_index)]
+
+        def types(indices: Sequence[int]) -> list[Any]:
+            return [self._get_tensor_details(i, 0)["dtype"] for i in indices if i != -1]
+
+        return {
+            "index": int(op_index),
+            "op_name": node.op_name,
+            "inputs": np.array(node.inputs, np.int32),
+            "outputs": np.array(node.outputs, np.int32),
+            "operand_types": types(node.inputs),
+            "result_types": types(node.outputs),
+        }
+
+    def _get_ops_details(self) -> list[dict[str, Any]]:
+        """:meth:`_get_op_details` of every node of the main subgraph, in order. LiteRT also
+        lists the nodes its delegates put in; offload's plan says where each node runs."""
+        return [self._get_op_details(i) for i in range(len(self._model.main.nodes))]
+
     @property
     def experimental_compress_quantization_zero_points(self) -> bool:
         """Whether tensor details give equal per-channel zero points once (LiteRT's option)."""
@@ -310,8 +472,12 @@ class Interpreter:
         count = len(self._model.subgraphs)
         if not isinstance(subgraph_index, (int, np.integer)) or not 0 <= subgraph_index < count:
             raise SubgraphIndexError(
-                f"subgraph_index is out of range: expected 0..{count - 1} (the model has "
-                f"{count} subgraphs), found {subgraph_index!r}"
+                litert_message(
+                    "subgraph_index",
+                    f"expected 0..{count - 1}, found {subgraph_index!r}",
+                    index=subgraph_index,
+                    count=count,
+                )
             )
         if subgraph_index == 0:
             return self._executor
@@ -358,18 +524,15 @@ class Interpreter:
                 f"tensor {t.index} ({t.name!r}) is not an input of the model; inputs are "
                 f"{list(self._model.main.inputs)}"
             )
-        value = np.asarray(value)
-        if value.dtype != t.dtype:
-            raise TensorTypeError(
-                f"Cannot set tensor {t.index} ({t.name!r}): expected dtype {t.dtype}, "
-                f"found {value.dtype}"
+        if not ex.allocated and ex.buffers[t.index] is None:
+            raise NoTensorValueError(
+                litert_message(
+                    "set_unallocated",
+                    f"tensor {t.index} ({t.name!r}) has no memory yet: call allocate_tensors() "
+                    "before set_tensor()",
+                )
             )
-        expected = ex.shapes[t.index]
-        if tuple(value.shape) != tuple(expected):
-            raise TensorShapeError(
-                f"Cannot set tensor {t.index} ({t.name!r}): expected shape {list(expected)}, "
-                f"found {list(value.shape)}; call resize_tensor_input() first to change it"
-            )
+        value = checked_input(t, value, ex.shapes[t.index], f"tensor {t.index}")
         if ex.allocated and ex.hand_over(t.index, value):
             return  # copied straight into the engine of the partition that alone reads it
         self._store_input(t.index, value)
@@ -396,7 +559,7 @@ class Interpreter:
         ):
             buf = ex.buffers[tensor_index]
             if buf is not None:
-                return np.array(buf, copy=True)
+                return np.array(buf, copy=True) if buf.ndim else _value_of(buf)
         # Only an int 0 is the main subgraph: 0.0 or "0" goes on to the index check, which
         # refuses it, as LiteRT's binding refuses what is not an int.
         if not isinstance(subgraph_index, (int, np.integer)) or subgraph_index != 0:
@@ -412,7 +575,11 @@ class Interpreter:
                 )
             if not self._executor.allocated:
                 raise NoTensorValueError(
-                    f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() first"
+                    litert_message(
+                        "no_tensor_data",
+                        f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() "
+                        "first",
+                    )
                 )
             raise NoTensorValueError(
                 f"tensor {t.index} ({t.name!r}) has no value: intermediates are freed after "
@@ -420,7 +587,7 @@ class Interpreter:
                 "experimental_preserve_all_tensors=True "
                 "to keep them"
             )
-        return np.array(buf, copy=True)
+        return np.array(buf, copy=True) if buf.ndim else _value_of(buf)
 
     def _get_subgraph_tensor(self, tensor_index: int, subgraph_index: int) -> np.ndarray:
         """A tensor of another subgraph: a constant, or a value its signature runner left."""
@@ -440,9 +607,9 @@ class Interpreter:
                 f"tensor {t.index} ({t.name!r}) of subgraph {subgraph_index} has no value: run "
                 "the signature runner of that subgraph first"
             )
-        return np.array(buf, copy=True)
+        return np.array(buf, copy=True) if buf.ndim else _value_of(buf)
 
-    def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
+    def tensor(self, tensor_index: int) -> Callable[[], Any]:
         t = self._check_index(tensor_index)
         ex = self._executor
         # A view writes and reads this buffer directly: a kernel must not hold the value.
@@ -450,7 +617,7 @@ class Interpreter:
         ex.direct.pop(t.index, None)
         ex.take_back(t.index)
 
-        def view() -> np.ndarray:
+        def view() -> Any:
             buf = ex.buffers[t.index]
             if buf is None:
                 raise NoTensorValueError(
@@ -458,13 +625,40 @@ class Interpreter:
                     "first, or create the Interpreter with "
                     "experimental_preserve_all_tensors=True to keep intermediates"
                 )
-            return buf
+            if buf.dtype == object:
+                # LiteRT's tensor() of a string tensor crashes the process; its values are
+                # Python objects, not memory a numpy view could alias.
+                raise TensorTypeError(
+                    f"tensor {t.index} ({t.name!r}) is a {t.type_name} tensor: expected a "
+                    "tensor of numbers for a raw view; read it with get_tensor()"
+                )
+            if buf.ndim == 0:
+                return buf[()]  # LiteRT gives a 0-d tensor's value as a numpy scalar
+            return np.asarray(_TensorView(buf, self._view_token))
 
         return view
+
+    def _safe_to_run(self) -> bool:
+        """Whether no array from :meth:`tensor` is alive (LiteRT's private check, kept for the
+        programs and tests that call it): only then may tensor memory move."""
+        return sys.getrefcount(self._view_token) == 2
+
+    def _ensure_no_views(self, call: str) -> None:
+        """LiteRT's refusal of ``call`` while an array from :meth:`tensor` is alive: the call
+        may move the memory that array points into."""
+        if sys.getrefcount(self._view_token) > 2:
+            raise InterpreterStateError(
+                litert_message(
+                    "view_held",
+                    f"{call} refused: drop the arrays tensor()'s functions returned (and their "
+                    "slices) first; keep the functions instead",
+                )
+            )
 
     def resize_tensor_input(
         self, input_index: int, tensor_size: Sequence[int], strict: bool = False
     ) -> None:
+        self._ensure_no_views("resize_tensor_input()")
         with _exclusive(self._executor, "resize_tensor_input()"):
             self._resize_tensor_input(input_index, tensor_size, strict)
 
@@ -511,13 +705,21 @@ class Interpreter:
         if signature_key is None:
             if len(sigs) != 1:
                 raise ValueError(
-                    f"signature_key is required when the model has {len(sigs)} signatures "
-                    f"({sorted(sigs)})"
+                    litert_message(
+                        "signature_key_none",
+                        f"signature_key is required when the model has {len(sigs)} "
+                        f"signatures ({sorted(sigs)})",
+                        count=len(sigs),
+                    )
                 )
             signature_key = next(iter(sigs))
         if signature_key not in sigs:
             raise ValueError(
-                f"no signature {signature_key!r}; the model has {sorted(sigs) or 'none'}"
+                litert_message(
+                    "signature_key",
+                    f"no signature {signature_key!r}; the model has {sorted(sigs) or 'none'}",
+                    key=signature_key,
+                )
             )
         if signature_key not in self._signature_runners:
             sig = sigs[signature_key]
@@ -736,9 +938,16 @@ class SignatureRunner:
         self, interpreter: Interpreter | None = None, signature_key: str | None = None
     ) -> None:
         if interpreter is None:
-            raise ValueError("SignatureRunner expects an Interpreter, found None")
+            raise ValueError(
+                litert_message("runner_interpreter", "SignatureRunner expects an Interpreter")
+            )
         if not signature_key:
-            raise ValueError(f"SignatureRunner expects a signature_key, found {signature_key!r}")
+            raise ValueError(
+                litert_message(
+                    "runner_key",
+                    f"SignatureRunner expects a signature_key, found {signature_key!r}",
+                )
+            )
         bound = interpreter.get_signature_runner(signature_key)
         self._signature, self._executor = bound._signature, bound._executor
         self._compress = bound._compress
@@ -768,25 +977,30 @@ class SignatureRunner:
         ex = self._executor
         expected = set(self._signature.inputs)
         if set(inputs) != expected:
-            raise ValueError(
+            detail = (
                 f"signature {self._signature.key!r} expects inputs {sorted(expected)}, "
                 f"found {sorted(inputs)}"
             )
+            if len(inputs) != len(expected):
+                detail = litert_message(
+                    "signature_inputs", detail, expected=len(expected), found=len(inputs)
+                )
+            raise ValueError(detail)
         resized = False
+        values: dict[str, np.ndarray] = {}
         for name, value in inputs.items():
             index = self._signature.inputs[name]
             t = ex.subgraph.tensors[index]
-            value = np.asarray(value)
-            if value.dtype != t.dtype:
-                raise TensorTypeError(
-                    f"signature input {name!r}: expected dtype {t.dtype}, found {value.dtype}"
-                )
+            # The shape checked is the value's own: a runner resizes to what it is given.
+            value = np.asarray(value) if t.type_name != "STRING" else value
+            shape = np.shape(value)
+            values[name] = value = checked_input(t, value, shape, f"signature input {name!r}")
             if tuple(value.shape) != ex.shapes[index]:
                 ex.shapes[index] = tuple(value.shape)
                 resized = True
         if resized or not ex.allocated:
             ex.allocate()
-        for name, value in inputs.items():
+        for name, value in values.items():
             ex.handed.pop(self._signature.inputs[name], None)
             ex.buffers[self._signature.inputs[name]] = np.array(value, copy=True)
         ex.invoke()

@@ -30,6 +30,7 @@ from offload._graph import (
     Subgraph,
     Tensor,
 )
+from offload._litert_compat import litert_message
 from offload._model_type import classify_model_type
 from offload._schema import (
     OPTION2_TYPE_NAMES,
@@ -149,10 +150,14 @@ def _file_kind(mode: int) -> str:
 
 def _read_bytes(model_path: str | os.PathLike[str] | None, model_content: Any) -> tuple[Any, str]:
     if (model_path is None) == (model_content is None):
+        case = "no_model" if model_path is None else "both_models"
         raise ModelLoadError(
-            "expected exactly one of model_path or model_content, "
-            f"found model_path={model_path!r} and model_content of type "
-            f"{type(model_content).__name__}"
+            litert_message(
+                case,
+                "expected exactly one of model_path or model_content, "
+                f"found model_path={model_path!r} and model_content of type "
+                f"{type(model_content).__name__}",
+            )
         )
     if model_content is not None:
         if not isinstance(model_content, (bytes, bytearray, memoryview)):
@@ -182,7 +187,7 @@ def _map_regular_file(path: str) -> mmap.mmap:
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise ModelLoadError(f"{path}: no such file") from None
+        raise ModelLoadError(litert_message("open_failed", "no such file", path=path)) from None
     except OSError as exc:
         # A Unix socket cannot be opened at all (ENXIO); name it from stat instead.
         found = f"an unreadable path ({exc.strerror})"
@@ -191,12 +196,20 @@ def _map_regular_file(path: str) -> mmap.mmap:
                 found = _file_kind(os.stat(path).st_mode)
             except OSError:
                 pass
-        raise ModelLoadError(f"{path}: expected a .tflite file, found {found}") from None
+        raise ModelLoadError(
+            litert_message("open_failed", f"expected a .tflite file, found {found}", path=path)
+        ) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             found = _file_kind(info.st_mode)
-            raise ModelLoadError(f"{path}: expected a .tflite file (a regular file), found {found}")
+            raise ModelLoadError(
+                litert_message(
+                    "open_failed",
+                    f"expected a .tflite file (a regular file), found {found}",
+                    path=path,
+                )
+            )
         if info.st_size == 0:
             raise ModelLoadError(f"{path}: expected a .tflite flatbuffer, found an empty file")
         try:
@@ -215,20 +228,33 @@ def load_model(
     Raises :class:`offload.errors.ModelLoadError` for anything that is not a readable model.
     """
     data, source = _read_bytes(model_path, model_content)
+    if len(data) == 0 and model_path is None:
+        # LiteRT takes empty bytes for no model at all.
+        raise ModelLoadError(litert_message("no_model", "model_content is empty"))
     if len(data) < 8:
         raise ModelLoadError(
-            f"{source}: expected a .tflite flatbuffer (at least 8 bytes), found {len(data)} bytes"
+            litert_message(
+                "not_flatbuffer",
+                f"{source}: expected a .tflite flatbuffer (at least 8 bytes), "
+                f"found {len(data)} bytes",
+            )
         )
     if data[4:8] != _FILE_IDENTIFIER:
         raise ModelLoadError(
-            f"{source}: expected the TFLite file identifier {_FILE_IDENTIFIER!r} at bytes 4-8, "
-            f"found {bytes(data[4:8])!r}; this is not a .tflite model"
+            litert_message(
+                "not_flatbuffer",
+                f"{source}: expected the TFLite file identifier {_FILE_IDENTIFIER!r} at bytes "
+                f"4-8, found {bytes(data[4:8])!r}; this is not a .tflite model",
+            )
         )
     root = struct.unpack_from("<I", data, 0)[0]
     if root >= len(data):
         raise ModelLoadError(
-            f"{source}: root table offset {root} points past the end of the {len(data)}-byte file "
-            "(truncated or corrupted)"
+            litert_message(
+                "not_flatbuffer",
+                f"{source}: root table offset {root} points past the end of the "
+                f"{len(data)}-byte file (truncated or corrupted)",
+            )
         )
     try:
         return _build_model(data, source)

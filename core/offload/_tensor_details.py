@@ -63,7 +63,8 @@ def tensor_details(t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
         "index": t.index,
         "shape": np.array(shape, np.int32),
         "shape_signature": np.array(t.shape_signature, np.int32),
-        "dtype": t.dtype.type,
+        # LiteRT reports a string tensor as numpy.bytes_ (its values come as bytes objects).
+        "dtype": np.bytes_ if t.type_name == "STRING" else t.dtype.type,
         "quantization": quantization,
         "quantization_parameters": params,
         "sparsity_parameters": sparsity,

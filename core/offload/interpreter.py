@@ -11,12 +11,13 @@ Where offload differs from LiteRT, :data:`DIFFERENCES` says how, one entry per m
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from offload._delegate import Delegate
 from offload._interpreter import Interpreter, SignatureRunner
-from offload._litert_compat import DIFFERENCES, OpResolverType
+from offload._litert_compat import DIFFERENCES, OpResolverType, litert_message
 from offload._plugins import load_delegate
 from offload.errors import IncompatibleOptionError
 
@@ -29,6 +30,32 @@ __all__ = [
     "SignatureRunner",
     "load_delegate",
 ]
+
+
+def _check_registerer_name(name: str) -> None:
+    """LiteRT's error for a registerer named by a symbol it cannot find: ``module.Symbol`` is
+    looked up in ``module.so``, a bare name in the process. One that is found still cannot be
+    called by offload (the caller raises for it)."""
+    library, _, symbol = name.rpartition(".")
+    try:
+        handle = ctypes.CDLL(f"{library}.so" if library else None)
+    except OSError as exc:
+        raise IncompatibleOptionError(
+            litert_message(
+                "registerer_library",
+                f"custom_op_registerers: {name!r} names a symbol of {library}.so",
+                library=f"{library}.so",
+                error=exc,
+            )
+        ) from None
+    if not hasattr(handle, symbol):
+        raise IncompatibleOptionError(
+            litert_message(
+                "registerer_symbol",
+                f"custom_op_registerers: {name!r} is not a symbol this process has loaded",
+                name=symbol,
+            )
+        )
 
 
 class InterpreterWithCustomOps(Interpreter):
@@ -45,6 +72,9 @@ class InterpreterWithCustomOps(Interpreter):
         custom_op_registerers: Sequence[str | Callable[..., Any]] | None = None,
         **kwargs: Any,
     ) -> None:
+        for registerer in custom_op_registerers or ():
+            if isinstance(registerer, str):
+                _check_registerer_name(registerer)
         if custom_op_registerers:
             raise IncompatibleOptionError(
                 f"InterpreterWithCustomOps: custom_op_registerers {list(custom_op_registerers)!r}"

@@ -40,4 +40,5 @@ class ArgMax(OpKernel):
         return arg_output_shapes(ctx)
 
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        return np.argmax(x, axis=arg_axis(axis, x.ndim)).astype(self.outputs[0].dtype)
+        # np.asarray: numpy gives a scalar, not an array, when x is 1-D.
+        return np.asarray(np.argmax(x, axis=arg_axis(axis, x.ndim)), self.outputs[0].dtype)

@@ -23,4 +23,5 @@ class ArgMin(OpKernel):
         return arg_output_shapes(ctx)
 
     def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
-        return np.argmin(x, axis=arg_axis(axis, x.ndim)).astype(self.outputs[0].dtype)
+        # np.asarray: numpy gives a scalar, not an array, when x is 1-D.
+        return np.asarray(np.argmin(x, axis=arg_axis(axis, x.ndim)), self.outputs[0].dtype)

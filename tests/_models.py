@@ -134,3 +134,106 @@ def add_then_exp_model(x_read_twice: bool = False) -> bytes:
         b.add_operator("EXP", [r], [y])
     b.add_output(y)
     return b.build()
+
+
+def scalar_model() -> bytes:
+    """0-d tensors in, between partitions and out: x[] float32, v[3] float32 and i[] int32 ->
+    s = MUL(x, x) [], y = ADD(v, s) [3], r = SUM(y) [] and j = MUL(i, i) [] int32."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", ())
+    v = b.add_input("v", (3,))
+    i = b.add_input("i", (), np.int32)
+    s = b.add_tensor("s", ())
+    y = b.add_tensor("y", (3,))
+    r = b.add_tensor("r", ())
+    j = b.add_tensor("j", (), np.int32)
+    b.add_operator("MUL", [x, x], [s])
+    b.add_operator("ADD", [v, s], [y])
+    axis = b.add_constant("axis", np.array([0], np.int32))
+    b.add_operator("SUM", [y, axis], [r], {"keep_dims": False})
+    b.add_operator("MUL", [i, i], [j])
+    for t in (s, y, r, j):
+        b.add_output(t)
+    return b.build()
+
+
+def computed_shape_model() -> bytes:
+    """Sizes computed from the input's shape, as an audio model frames its signal: x[b, 8]
+    (signature [-1, 8]) -> SHAPE -> [b, 8] // [1, 2] = h; y = MUL(r, r) with r = RESHAPE(x)
+    to h + [2], [b, 4, 2]; z = SLICE(x, [0, 0], h), [b, 4]. The shape pass cannot know r, y
+    or z before a run (SHAPE's output is a value), so they keep their declared placeholders,
+    [1, 1, 2] and [1, 1], as converters leave them."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 8), shape_signature=(-1, 8))
+    shape = b.add_tensor("shape", (2,), np.int32)
+    half = b.add_tensor("half", (2,), np.int32)
+    full = b.add_tensor("full", (3,), np.int32)
+    r = b.add_tensor("r", (1, 1, 2), shape_signature=(-1, -1, 2))
+    y = b.add_tensor("y", (1, 1, 2), shape_signature=(-1, -1, 2))
+    b.add_operator("SHAPE", [x], [shape], {"out_type": "INT32"})
+    b.add_operator("FLOOR_DIV", [shape, b.add_constant("d", np.array([1, 2], np.int32))], [half])
+    two = b.add_constant("two", np.array([2], np.int32))
+    b.add_operator("CONCATENATION", [half, two], [full], {"axis": 0})
+    b.add_operator("RESHAPE", [x, full], [r])
+    b.add_operator("MUL", [r, r], [y])
+    z = b.add_tensor("z", (1, 1), shape_signature=(-1, -1))
+    b.add_operator("SLICE", [x, b.add_constant("begin", np.array([0, 0], np.int32)), half], [z])
+    b.add_output(y)
+    b.add_output(z)
+    return b.build()
+
+
+def value_shape_model() -> bytes:
+    """A RESHAPE to a shape the program feeds: x[1, 8] and s[3] int32 -> RESHAPE(x, s) ->
+    MUL by itself -> y, declared [1, 1, 8]; each invoke's s sets y's shape (as LiteRT does)."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 8))
+    s = b.add_input("s", (3,), np.int32)
+    r = b.add_tensor("r", (1, 1, 8), shape_signature=(-1, -1, -1))
+    y = b.add_tensor("y", (1, 1, 8), shape_signature=(-1, -1, -1))
+    b.add_operator("RESHAPE", [x, s], [r])
+    b.add_operator("MUL", [r, r], [y])
+    b.add_output(y)
+    return b.build()
+
+
+# Shapes value_shape_model's s takes in turn (each holds x's 8 values).
+VALUE_SHAPES = ((1, 4, 2), (2, 2, 2), (8, 1, 1), (1, 4, 2))
+
+
+def scalar_chain_model() -> bytes:
+    """x[] -> ADD(x, x) -> a -> MUL(a, a) -> m -> SUB(m, x) -> o; outputs o and m. With the
+    dummy delegate (ADD/SUB) first, an engine gets the MUL: a 0-d input from another
+    partition, a 0-d output read by one."""
+    from offload.model.builder import ModelBuilder
+
+    b = ModelBuilder()
+    x = b.add_input("x", ())
+    a = b.add_tensor("a", ())
+    m = b.add_tensor("m", ())
+    o = b.add_tensor("o", ())
+    b.add_operator("ADD", [x, x], [a])
+    b.add_operator("MUL", [a, a], [m])
+    b.add_operator("SUB", [m, x], [o])
+    b.add_output(o)
+    b.add_output(m)
+    return b.build()
+
+
+def scalar_feeds() -> list[list[np.ndarray]]:
+    """Inputs for scalar_model: three draws of (x, v, i), i small enough that i * i fits."""
+    rng = np.random.default_rng(35)
+    return [
+        [
+            np.asarray(rng.standard_normal(), np.float32),
+            rng.standard_normal(3).astype(np.float32),
+            np.asarray(rng.integers(-1000, 1000), np.int32),
+        ]
+        for _ in range(3)
+    ]

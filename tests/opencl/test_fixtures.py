@@ -51,6 +51,7 @@ def test_fixture_matches_litert(name: str, precision_loss: bool) -> None:
     for detail, value in zip(interp.get_input_details(), inputs):
         interp.set_tensor(detail["index"], value)
     interp.invoke()
+    assert not interp.delegation_report()["restored_to_cpu"]  # nor at invoke
     mode = "half" if precision_loss else "float32"
     for k, (detail, want) in enumerate(zip(interp.get_output_details(), expected)):
         got = interp.get_tensor(detail["index"])

@@ -44,6 +44,7 @@ def test_model_matches_litert(name: str, precision_loss: bool, references) -> No
     for detail, value in zip(interp.get_input_details(), inputs):
         interp.set_tensor(detail["index"], value)
     interp.invoke()
+    assert not interp.delegation_report()["restored_to_cpu"]  # nor at invoke
     for k, (detail, want) in enumerate(zip(interp.get_output_details(), expected)):
         got = interp.get_tensor(detail["index"])
         assert got.shape == want.shape and got.dtype == want.dtype

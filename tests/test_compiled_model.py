@@ -16,6 +16,7 @@ from offload.errors import (
     CapabilityDeclarationError,
     CpuFallbackError,
     InterpreterStateError,
+    ReadOnlyBufferError,
     SignatureError,
     TensorShapeError,
     TensorTypeError,
@@ -387,3 +388,115 @@ def test_a_model_without_signatures_answers_for_its_placeholder(tmp_path):
     ins["y"].write(np.full(4, 10, np.float32))
     model.run_by_name(key, ins, {"total": out})
     np.testing.assert_array_equal(out.read(4, np.float32), [10, 11, 12, 13])
+
+
+# -- read-only arrays ---------------------------------------------------------------------------
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from offload._executor import Executor
+
+    runs: list[int] = []
+    invoke = Executor.invoke
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        runs.append(1)
+        return invoke(self, *args, **kwargs)
+
+    monkeypatch.setattr(Executor, "invoke", counted)
+    return runs
+
+
+def test_write_into_a_read_only_buffer_is_a_typed_error_naming_it():
+    """write() into a buffer over a read-only array is ReadOnlyBufferError (a ValueError),
+    naming the buffer, and the array is left as it was."""
+    a = _read_only(np.zeros(6, np.float32))
+    buffer = cm.TensorBuffer.create_from_host_memory(a)  # taken, as LiteRT takes it
+    with pytest.raises(ReadOnlyBufferError, match="read-only float32 array of 6 elements") as info:
+        buffer.write(np.ones(6, np.float32))
+    assert isinstance(info.value, ValueError)
+    assert "expected a writable buffer" in str(info.value)
+    np.testing.assert_array_equal(a, 0)
+    np.testing.assert_array_equal(buffer.read(6, np.float32), 0)  # reading it is fine
+
+
+def test_a_read_only_output_buffer_is_refused_before_the_model_runs(
+    model: cm.CompiledModel, monkeypatch: pytest.MonkeyPatch
+):
+    """A read-only output buffer fails with the other buffer checks: no node runs, and the
+    model runs afterwards with writable buffers."""
+    ins = model.create_input_buffers(0)
+    ins[0].write(_image())
+    target = _read_only(np.zeros(12288, np.float32))
+    runs = _count_runs(monkeypatch)
+    with pytest.raises(ReadOnlyBufferError, match=r"output 'mask'.*nothing was run"):
+        model.run_by_index(0, ins, [cm.TensorBuffer.create_from_host_memory(target)])
+    assert runs == [] and not target.any()
+    name = model.get_signature_by_index(0)["outputs"][0]
+    with pytest.raises(ReadOnlyBufferError, match="nothing was run"):
+        model.run_by_name(
+            "", {"image": ins[0]}, {name: cm.TensorBuffer.create_from_host_memory(target)}
+        )
+    assert runs == []
+    outs = model.create_output_buffers(0)
+    model.run_by_index(0, ins, outs)
+    assert runs == [1]
+    assert (
+        relative_error(outs[0].read(12288, np.float32).reshape(1, 64, 64, 3), _reference(_image()))
+        <= 1e-4
+    )
+
+
+def test_a_read_only_input_the_model_only_reads_runs(model: cm.CompiledModel):
+    """A read-only input is read, not written: it runs, as in LiteRT, and stays unchanged."""
+    x = _image(3)
+    frozen = _read_only(x.reshape(-1).copy())
+    outs = model.create_output_buffers(0)
+    model.run_by_index(0, [cm.TensorBuffer.create_from_host_memory(frozen)], outs)
+    got = outs[0].read(12288, np.float32).reshape(x.shape)
+    assert relative_error(got, _reference(x)) <= 1e-4
+    np.testing.assert_array_equal(frozen, x.reshape(-1))
+
+
+def _rnn_model() -> bytes:
+    """x[1, 3] -> RNN -> y[1, 4], its hidden state h[1, 4] a signature input that the RNN
+    updates in place."""
+    from offload.model.builder import ModelBuilder
+
+    rng = np.random.default_rng(0)
+    b = ModelBuilder()
+    x = b.add_input("x", shape=(1, 3))
+    w = b.add_constant("w", rng.uniform(-1, 1, (4, 3)).astype(np.float32))
+    r = b.add_constant("r", rng.uniform(-1, 1, (4, 4)).astype(np.float32))
+    bias = b.add_constant("bias", np.zeros(4, np.float32))
+    h = b.add_input("h", shape=(1, 4))
+    y = b.add_tensor("y", shape=(1, 4))
+    b.add_operator(
+        "RNN", inputs=[x, w, r, bias, h], outputs=[y], options={"fused_activation_function": "TANH"}
+    )
+    b.add_output(y)
+    return b.build()
+
+
+def test_a_read_only_input_the_run_updates_is_refused_before_the_model_runs(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """An input the run writes (a recurrent state) must be writable too: refused, naming it,
+    before any node runs; a writable one is updated in place."""
+    model = cm.CompiledModel.from_buffer(_rnn_model())
+    ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+    ins[0].write(np.ones(3, np.float32))
+    frozen = _read_only(np.zeros(4, np.float32))
+    runs = _count_runs(monkeypatch)
+    with pytest.raises(ReadOnlyBufferError, match=r"input 'h'.*updated in place.*nothing was run"):
+        model.run_by_index(0, [ins[0], cm.TensorBuffer.create_from_host_memory(frozen)], outs)
+    assert runs == [] and not frozen.any() and not outs[0].read(4, np.float32).any()
+    state = np.zeros(4, np.float32)
+    model.run_by_index(0, [ins[0], cm.TensorBuffer.create_from_host_memory(state)], outs)
+    np.testing.assert_array_equal(state, outs[0].read(4, np.float32))
+    assert state.any()

@@ -459,14 +459,19 @@ def select(
     settings: AutoSettings,
     *,
     default: bool = False,
+    strict_cache: bool = False,
 ) -> Selection:
     """The delegates for ``model`` with these input ``shapes``: measured (``default=False``,
-    ``delegates="auto"``) or the default's (stored choice, else litert, else static rule)."""
+    ``delegates="auto"``) or the default's (stored choice, else litert, else static rule).
+
+    ``strict_cache``: a fault of the decision cache raises CacheError (the program asked for
+    ``"auto"`` and named ``settings.cache_dir``); otherwise it warns once and the choice is
+    made without the cache, measured where asked but not stored."""
     started = time.perf_counter()
     if not default and settings.budget_s == 0:
         return _static_selection(model, settings, started, None, "auto_budget_s=0")
     delegates, skipped, availability = candidate_delegates(model, settings)
-    store = DecisionStore(settings.cache_dir) if settings.use_cache else None
+    store = DecisionStore(settings.cache_dir, strict=strict_cache) if settings.use_cache else None
     lookup: Lookup | None = None
     key: dict[str, Any] = {}
     memo: dict[str, Any] = {}

@@ -31,9 +31,13 @@ modification times of the site-packages directories, which every install, upgrad
 touches).
 
 Where: ``auto_cache_dir``, else ``$OFFLOAD_AUTO_CACHE_DIR``, else
-``offload.cache.default_location("auto")`` (``~/.cache/offload/auto``). A directory the user
-named and that is refused raises :class:`~offload.errors.CacheError`; the default location,
-refused, only warns and runs without remembering.
+``offload.cache.default_location("auto")`` (``~/.cache/offload/auto``). A cache is never fatal
+where the program did not ask for it: any fault of the directory or its key file (refused,
+unreadable, not a directory, an empty or damaged key file, an I/O error) gives one
+:class:`~offload.cache.CacheWarning` naming the directory and the fault, and the choice is
+made without remembering (nothing read, nothing stored). Only a store opened ``strict`` (an
+explicit ``delegates="auto"`` with an explicit ``auto_cache_dir``) raises
+:class:`~offload.errors.CacheError` instead: that program asked for this directory.
 """
 
 from __future__ import annotations
@@ -301,10 +305,14 @@ def cache_directory(explicit: str | os.PathLike[str] | None) -> tuple[Path, bool
 
 
 class DecisionStore:
-    """The decisions of one model source, in the cache directory."""
+    """The decisions of one model source, in the cache directory.
 
-    def __init__(self, directory: str | os.PathLike[str] | None) -> None:
-        self.path, self.explicit = cache_directory(directory)
+    ``strict``: a fault of the cache raises CacheError, where ``directory`` is given (the
+    program named it); otherwise a fault warns once and the store is off from then on."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None, *, strict: bool = False) -> None:
+        self.path, _ = cache_directory(directory)
+        self.strict = strict and directory is not None
         self._entries: EntryStore | None = None
         self.refused = ""
         # Entries read during one resolution: the memos and the lookup read the same one.
@@ -316,23 +324,42 @@ class DecisionStore:
     def _store(self) -> EntryStore | None:
         if self._entries is not None or self.refused:
             return self._entries
+        cache_dir: CacheDir | None = None
         try:
             cache_dir = CacheDir.open(self.path)
             cache_dir.key()
-        except CacheError as exc:
-            if self.explicit:
-                raise
-            self.refused = str(exc)
-            warnings.warn(
-                f"delegates='auto' runs without remembering its choices: {exc}",
-                CacheWarning,
-                stacklevel=4,
-            )
+        except (CacheError, OSError) as exc:
+            if cache_dir is not None:
+                cache_dir.close()
+            self._fault(exc)
             return None
         self._entries = EntryStore(
             cache_dir, namespace=NAMESPACE, context={"format": FORMAT}, limits={KIND: _LIMIT}
         )
         return self._entries
+
+    def _fault(self, exc: OSError) -> None:
+        """A fault of the cache: raised where strict, else one warning and the store off.
+
+        OSError covers CacheError (a refusal) and what the file system says under it (EIO,
+        ENOSPC, a directory removed meanwhile): either way the cache, not the model, failed.
+        """
+        if self.strict:
+            if isinstance(exc, CacheError):
+                raise exc
+            raise CacheError(f"auto cache {self.path}: {exc}") from exc
+        if self._entries is not None:
+            self._entries.directory.close()
+            self._entries = None
+        if self.refused:
+            return  # warned once already
+        self.refused = str(exc) or type(exc).__name__
+        warnings.warn(
+            f"offload runs without remembering delegate choices: the auto cache {self.path} "
+            f"is not used ({self.refused}); delegates are chosen without it",
+            CacheWarning,
+            stacklevel=5,
+        )
 
     def _load(self, name: str) -> tuple[dict[str, Any] | None, str]:
         """The entry's payload (None if absent or rejected) and why it was rejected."""
@@ -345,7 +372,11 @@ class DecisionStore:
         if store is None:
             return None, self.refused
         before = len(store.rejected)
-        payload = store.load(name, KIND)
+        try:
+            payload = store.load(name, KIND)
+        except (CacheError, OSError) as exc:
+            self._fault(exc)
+            return None, self.refused
         if payload is None:
             rejected = store.rejected[before:]
             return None, "; ".join(why for _, why in rejected)
@@ -404,17 +435,23 @@ class DecisionStore:
         payload["versions_memo"] = _jsonable(dict(versions_memo))
         self._read.pop(name, None)
         self.stale_memo = False
-        store.store(name, KIND, json.dumps(payload, sort_keys=True).encode())
+        self._write(store, name, json.dumps(payload, sort_keys=True).encode())
+
+    def _write(self, store: EntryStore, name: str, payload: bytes) -> bool:
+        try:
+            return store.store(name, KIND, payload)
+        except (CacheError, OSError) as exc:
+            self._fault(exc)
+            return False
 
     def lookup(self, source: ModelSource, key: Mapping[str, Any]) -> Lookup:
         where = str(self.path)
-        try:
-            store = self._store()
-        except CacheError as exc:
-            return Lookup("off", detail=str(exc), path=where)
+        store = self._store()  # raises only where strict
         if store is None:
             return Lookup("off", detail=self.refused, path=where)
         entry, rejected = self._load(source.entry_name())
+        if self.refused:  # the read itself failed: the cache went off
+            return Lookup("off", detail=self.refused, path=where)
         if entry is None:
             if rejected:
                 return Lookup("rejected", detail=f"stored entry rejected: {rejected}", path=where)
@@ -458,7 +495,7 @@ class DecisionStore:
         if versions_memo is not None:
             payload["versions_memo"] = _jsonable(dict(versions_memo))
         self._read.pop(name, None)
-        return store.store(name, KIND, json.dumps(payload, sort_keys=True).encode())
+        return self._write(store, name, json.dumps(payload, sort_keys=True).encode())
 
 
 def versions_memo(distributions: Iterable[str], versions: Mapping[str, str]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from offload.errors import (
     CpuFallbackError,
     InterpreterStateError,
     NoTensorValueError,
+    ReadOnlyBufferError,
     SignatureError,
     TensorShapeError,
     TensorTypeError,
@@ -178,6 +179,14 @@ class TensorBuffer:
     ml_dtypes is imported, bfloat16, float8_e4m3fn and float8_e5m2 ones (LiteRT 2.3's set),
     bytes kept as they are. Whether a model computes in the buffer's dtype is checked when it
     runs: a buffer that does not match its tensor's dtype is a TensorTypeError there.
+
+    A buffer over a read-only array (``create_from_host_memory(a)`` with ``a.flags.writeable``
+    False: ``np.frombuffer`` of bytes, a read-only memory map) is for reading: an input the
+    model only reads, as in LiteRT. ``write`` into it, or a run that would write it (as an
+    output buffer, or an input the model updates in place), is a
+    :class:`~offload.errors.ReadOnlyBufferError` before anything is written or run. (LiteRT
+    2.3 writes through numpy's read-only flag into the array, or, where it had to align a
+    copy, into the copy; offload keeps the flag's promise.)
     """
 
     def __init__(self, capsule: Any, environment: Any = None) -> None:
@@ -194,7 +203,8 @@ class TensorBuffer:
     @classmethod
     def create_from_host_memory(cls, data_array: np.ndarray) -> TensorBuffer:
         """A buffer over ``data_array``'s own memory (no copy): a C-contiguous numpy array of a
-        supported dtype. Its shape reads back flat, as in LiteRT."""
+        supported dtype. Its shape reads back flat, as in LiteRT. A read-only array is taken,
+        as LiteRT takes it, for a buffer that is only read (see the class docstring)."""
         if not isinstance(data_array, np.ndarray):
             raise TensorTypeError(
                 f"create_from_host_memory expects a numpy array, found {type(data_array).__name__}"
@@ -226,6 +236,12 @@ class TensorBuffer:
             raise TensorShapeError(
                 f"TensorBuffer.write: expected {buf.size} elements (shape {list(buf.shape)}), "
                 f"found {data_array.size} (shape {list(data_array.shape)})"
+            )
+        if not buf.flags.writeable:
+            raise ReadOnlyBufferError(
+                f"TensorBuffer.write: expected a writable buffer, found the {_described(buf)}; "
+                "nothing was written. Make the buffer over a writable array (np.array(a) "
+                "copies it), or with CompiledModel.create_input_buffers"
             )
         buf.reshape(-1)[...] = data_array.reshape(-1)
 
@@ -722,6 +738,7 @@ class CompiledModel:
         ex = self._allocated(sig)
         arrays = [_checked(ex, t, b, n, "input") for (n, t), b in zip(sig.inputs, inputs)]
         targets = [_checked(ex, t, b, n, "output") for (n, t), b in zip(sig.outputs, outputs)]
+        _check_writable(ex, sig, arrays, targets)
         if not ex.busy.acquire(blocking=False):
             raise InterpreterStateError(
                 "a CompiledModel runs one call at a time: another thread is inside one"
@@ -770,6 +787,42 @@ class CompiledModel:
     def interpreter(self) -> Interpreter:
         """The offload Interpreter behind this model (its plan, reports and profiles)."""
         return self._state().interpreter
+
+
+def _described(array: np.ndarray) -> str:
+    """A buffer as a message names it: a host-memory buffer has no name of its own."""
+    return f"TensorBuffer over a read-only {array.dtype} array of {array.size} elements"
+
+
+def _check_writable(
+    ex: Executor, sig: _Signature, arrays: Sequence[np.ndarray], targets: Sequence[np.ndarray]
+) -> None:
+    """Every buffer the run writes is writable, checked with the other buffer checks: numpy
+    would refuse the write only after the nodes ran, losing the run (and, for an input updated
+    in place, leaving the model's state half-updated)."""
+    for (name, _), target in zip(sig.outputs, targets):
+        if not target.flags.writeable:
+            raise ReadOnlyBufferError(
+                f"output {name!r} of signature {sig.key!r}: expected a writable buffer, found "
+                f"the {_described(target)}; nothing was run. Make it with "
+                "create_output_buffers, or over a writable array (np.array(a) copies it)"
+            )
+    frozen = [(n, t, a) for (n, t), a in zip(sig.inputs, arrays) if not a.flags.writeable]
+    if not frozen:
+        return
+    # An input's buffer is the array the model reads (no copy), so an input the run updates
+    # in place (a variable tensor, a recurrent op's state) is written there. Worked out only
+    # when a read-only input is given: an input the model only reads may be read-only.
+    sg = ex.subgraph
+    written = ex._state_inputs(range(len(sg.nodes)))
+    for name, t, array in frozen:
+        if sg.tensors[t].is_variable or t in written:
+            raise ReadOnlyBufferError(
+                f"input {name!r} of signature {sig.key!r}: expected a writable buffer, found "
+                f"the {_described(array)}; tensor {sg.tensors[t].name!r} is updated in place "
+                "by the run (state), so its buffer is written; nothing was run. Make it with "
+                "create_input_buffers, or over a writable array (np.array(a) copies it)"
+            )
 
 
 def _checked(ex: Executor, t: int, buffer: Any, name: str, what: str) -> np.ndarray:

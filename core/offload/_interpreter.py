@@ -209,6 +209,9 @@ class Interpreter:
             candidates with ``precision_loss_allowed`` where they have that option.
         auto_cache_dir: where ``"auto"`` and the default keep measured decisions (default
             ``$OFFLOAD_AUTO_CACHE_DIR``, else ``~/.cache/offload/auto``); False keeps none.
+            A fault of that cache (refused, a damaged key file, an I/O error) is a
+            :class:`~offload.errors.CacheError` only with ``delegates="auto"`` and this
+            argument given; otherwise one CacheWarning, and the choice is made without it.
 
     Delegates. Named delegates run what they take, in priority order, and the CPU reference
     the rest (an empty ``experimental_delegates`` names none, as in LiteRT; ``delegates=[]``

@@ -33,7 +33,6 @@ from offload._auto import DEFAULT_BUDGET_S, AutoSettings, select
 from offload._auto_cache import ModelSource
 from offload._delegate import Delegate
 from offload._plugins import list_delegates, load_delegate
-from offload.errors import CacheError
 
 if TYPE_CHECKING:
     from offload._executor import Executor
@@ -155,10 +154,14 @@ class DelegateSelection:
         shapes = list(executor.shapes)
         source = ModelSource.of(self.model.content, self.model_path)
         default = self.mode == "default"
+        # Only a program that asked for "auto" itself and named the cache directory itself
+        # hears of a cache fault as an error; the default, $OFFLOAD_DELEGATES=auto and
+        # $OFFLOAD_AUTO_CACHE_DIR (set for a program, not by it) warn and go on without it.
+        strict = self.mode == "auto" and self.source == "argument"
         try:
-            selection = select(self.model, source, shapes, self.settings, default=default)
-        except CacheError:
-            raise
+            selection = select(
+                self.model, source, shapes, self.settings, default=default, strict_cache=strict
+            )
         except Exception as exc:
             if not default:
                 raise

@@ -17,6 +17,7 @@ __all__ = [
     "TensorIndexError",
     "TensorShapeError",
     "TensorTypeError",
+    "ReadOnlyBufferError",
     "MemoryBudgetError",
     "InterpreterStateError",
     "PluginError",
@@ -104,6 +105,14 @@ class TensorShapeError(OffloadError, ValueError):
 class TensorTypeError(OffloadError, ValueError):
     """A tensor was given a value of the wrong dtype, or a model gives a node a tensor type
     its op does not take."""
+
+
+class ReadOnlyBufferError(OffloadError, ValueError):
+    """A TensorBuffer over a read-only array was to be written: by ``write``, or by a run that
+    writes it (an output buffer, a state input). Refused before anything is written, the run
+    before any node runs; the message names the buffer. A ValueError, as numpy's "assignment
+    destination is read-only" is. Reading such a buffer, or running with it as an input the
+    model only reads, is allowed, as LiteRT allows it."""
 
 
 class MemoryBudgetError(OffloadError, MemoryError):

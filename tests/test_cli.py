@@ -651,3 +651,93 @@ def test_plugin_failing_to_add_commands_is_contained(
             assert main(["delegates", "--json"]) == 0
     finally:
         pm.unregister(name="broken-commands")
+
+
+# -- data and report files ----------------------------------------------------------------
+
+
+def _data_files(folder: Path) -> dict[str, Path]:
+    """One of each way a data file can fail to be what its option reads."""
+    rng = np.random.default_rng(0)
+    files = {"text": folder / "text.npz", "npy": folder / "one.npy", "npz": folder / "good.npz"}
+    files["text"].write_text("a,b\n1,2\n")
+    np.save(files["npy"], rng.standard_normal((4, 1, 4)).astype(np.float32))
+    np.savez(files["npz"], x=rng.standard_normal((4, 1, 4)).astype(np.float32))
+    files["truncated"] = folder / "truncated.npz"
+    files["truncated"].write_bytes(files["npz"].read_bytes()[:100])
+    files["labels_2d"] = folder / "labels_2d.npz"
+    np.savez(files["labels_2d"], x=np.zeros((4, 1, 4), np.float32), labels=np.zeros((4, 2), int))
+    files["binary"] = folder / "binary.txt"
+    files["binary"].write_bytes(bytes(range(256)))
+    files["a_file"] = folder / "a_file"
+    files["a_file"].write_text("")
+    (folder / "images").mkdir()
+    (folder / "images" / "broken.png").write_bytes(b"not a png")
+    files["images"] = folder / "images"
+    files["zero"] = folder / "zero.txt"
+    files["zero"].write_text("0\n")
+    files["clf"] = folder / "clf.tflite"
+    colour_classifier(files["clf"])
+    return files
+
+
+SWEEP = ["sweep", "{tiny}", "-c", "cpu", "--reference", "cpu", "--workers", "1"]
+CLASSIFY = ["eval", "classify", "--graph", "{clf}", "--images", "{images}"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*SWEEP, "--npz", "{text}"], "found a file that is no zip archive"),
+        ([*SWEEP, "--npz", "{npy}"], "found a single .npy array (np.save)"),
+        ([*SWEEP, "--npz", "{truncated}"], "found one numpy cannot read (BadZipFile"),
+        ([*SWEEP, "--npz", "{labels_2d}"], "expected 'labels' to hold integer class indices"),
+        ([*SWEEP, "--npz", "{npz}", "--csv", "{tmp}/missing/r.csv"], "expected an existing"),
+        ([*SWEEP, "--npz", "{npz}", "--csv", "{tmp}"], "expected a file to write, found a folder"),
+        ([*SWEEP, "--npz", "{npz}", "--html", "{a_file}/r.html"], "found a file there"),
+        ([*SWEEP, "--images", "{images}", "--labels", "{binary}"], "expected UTF-8 text"),
+        ([*CLASSIFY, "--labels", "{binary}"], "expected UTF-8 text"),
+        ([*CLASSIFY, "--labels", "{zero}"], "expected an image, found"),
+        (["check", "{tiny}", "--html", "{tmp}/missing/c.html"], "expected an existing folder"),
+        (["check", "{tiny}", "--svg", "{tmp}"], "expected a file to write, found a folder"),
+        (["benchmark", "--graph", "{tiny}", "--plot", "{tmp}/missing/p.png"], "existing folder"),
+        (["benchmark", "--graph", "{tiny}", "--plot", "{tmp}/p.xyz"], "found '.xyz'"),
+    ],
+)
+def test_data_and_report_file_faults_are_one_line(
+    argv: list[str], message: str, tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A data file that is not what its option reads, or a report file that cannot be
+    written, exits 2 with one line saying which and why, before any work (nothing printed)."""
+    if "--plot" in argv or "--html" in argv:
+        pytest.importorskip("matplotlib")
+    if argv[0] == "eval" or "--images" in argv:
+        pytest.importorskip("PIL.Image")
+    names = {k: str(v) for k, v in _data_files(tmp_path).items()}
+    argv = [a.format(tiny=tiny, tmp=tmp_path, **names) for a in argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    assert not out and not (tmp_path / "missing").exists()
+
+
+def test_sweep_prints_its_figures_when_a_report_file_fails(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report file that fails after the sweep (the disk filled up) costs that file only:
+    the table is printed, then one error line, and the exit code is 2."""
+
+    def disk_full(report: object, path: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("offload.tools._sweep_report.write_csv", disk_full)
+    csv_path = tmp_path / "r.csv"
+    argv = ["sweep", str(tiny), "-c", "cpu", "--reference", "cpu", "--workers", "1"]
+    assert main([*argv, "--random", "2", "--csv", str(csv_path)]) == 2
+    out, err = capsys.readouterr()
+    assert "tiny.tflite" in out and "wrote" not in out
+    assert err.strip() == (
+        f"error: --csv {str(csv_path)!r}: expected to write the file, found OSError: No space "
+        "left on device"
+    )

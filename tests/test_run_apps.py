@@ -182,3 +182,74 @@ def test_existing_sitecustomize_still_runs(tmp_path: Path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+def _offload_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "offload", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_report_json_into_a_missing_folder_is_refused_before_the_program_runs(tmp_path: Path):
+    """--report-json into a folder that does not exist: exit 2 with one line, and the program
+    never starts (a run that could not keep its report must not cost the program's work)."""
+    marker = tmp_path / "ran"
+    report = tmp_path / "missing" / "report.json"
+    done = _offload_run(
+        "--report-json", str(report), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"
+    )
+    assert done.returncode == 2 and not marker.exists()
+    assert done.stderr.strip() == (
+        f"error: --report-json {str(report)!r}: expected an existing folder "
+        f"{str(report.parent)!r} to write it in, found nothing there"
+    )
+
+
+def test_report_json_that_cannot_be_written_keeps_the_program_s_exit_status(tmp_path: Path):
+    """The report's folder gone by the time the program ends: one line says the report was
+    not written and why, and the exit status is still the program's, no traceback."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    program = f"import shutil, sys; shutil.rmtree({str(folder)!r}); sys.exit(5)"
+    done = _offload_run(
+        "--report-json", str(folder / "r.json"), "--", sys.executable, "-c", program
+    )
+    assert done.returncode == 5 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("offload run: the report was not written: --report-json")
+    assert "FileNotFoundError" in line
+
+
+def test_a_process_ending_with_os_exit_is_no_report_not_no_interpreter(tmp_path: Path):
+    """A program that makes an interpreter and ends with os._exit runs no exit handler, so it
+    writes no report: offload run says no report came back from that process (by pid), not
+    that the program made no interpreter, and keeps its exit status."""
+    app = tmp_path / "exits.py"
+    app.write_text(
+        "import os, sys\n"
+        "from tflite_runtime.interpreter import Interpreter\n"
+        "Interpreter(model_path=sys.argv[1]).allocate_tensors()\n"
+        "print(os.getpid(), flush=True)\n"
+        "os._exit(4)\n"
+    )
+    report = tmp_path / "report.json"
+    done = _offload_run(
+        "--reference",
+        "--report",
+        "--report-json",
+        str(report),
+        "--",
+        sys.executable,
+        str(app),
+        str(FIXTURE),
+    )
+    assert done.returncode == 4, done.stderr
+    pid = int(done.stdout.strip())
+    assert f"offload run: no report came back from process {pid}: " in done.stderr
+    assert "made no interpreter" not in done.stderr
+    (process,) = json.loads(report.read_text())["processes"]
+    assert process["pid"] == pid and process["interpreters"] == []
+    assert process["error"].startswith(f"no report came back from process {pid}")

@@ -16,6 +16,9 @@ import offload
 from offload._cli import main
 from offload.errors import UsageError
 from offload.tools._common import parse_config_spec
+from offload.tools._sweep_engines import MAX_ATTEMPTS
+from offload.tools._sweep_report import Collector, ModelEntry
+from offload.tools._sweep_worker import ConfigInfo, SweepShard
 from tests._models import FIXTURES
 from tests._sweep_models import colour_classifier, image_folder
 
@@ -211,3 +214,38 @@ def test_killed_local_worker_is_retried() -> None:
     assert row.status == "ok" and row.items == 60 and row.failed_items == 0
     serial = offload.sweep(model, workers=1, **kwargs)
     assert figures(report) == figures(serial)
+
+
+@pytest.mark.parametrize("when", ["init", "invoke"])
+def test_a_configuration_that_kills_its_worker_fails_only_its_rows(
+    models: list[Path], when: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration whose engine kills the worker process (at load or at invoke) fails its
+    own row after MAX_ATTEMPTS deaths; the model's other configurations, and the same
+    configuration on a model where it does not crash, give the figures of a sweep without it."""
+    monkeypatch.setenv("OFFLOAD_DISABLE_PLUGIN_AUTOLOAD", "1")  # workers start faster
+    crasher = f"tests._crash_delegate:when={when}"  # kills the process in ADD: shifted only
+    kwargs = {"random": 8, "reference": "cpu", "workers": 2, "shard_size": 4}
+    report = offload.sweep(models, ["cpu", crasher], **kwargs)
+    row = report.row("shifted.tflite", crasher)
+    assert row.status == "failed" and row.items == 0
+    assert row.reason.startswith(f"worker process died {MAX_ATTEMPTS} times in this configuration")
+    assert report.row("plain.tflite", crasher).status == "ok"  # no ADD: nothing to crash in
+    clean = offload.sweep(models, ["cpu"], **kwargs)
+    assert [f for f in figures(report) if f[1] == "cpu"] == figures(clean)
+    assert all(r.status == "ok" for r in clean.rows)
+
+
+def test_rows_say_why_agreement_is_missing_when_the_reference_did_not_run() -> None:
+    """A reference that did not run (it killed its workers, say) leaves the other rows
+    without agreement figures, and their reason says why."""
+    specs = [parse_config_spec("litert"), parse_config_spec("cpu")]
+    collector = Collector([ModelEntry("m.tflite", "float32")], specs, 0)
+    died = "worker process died 3 times in this configuration"
+    infos = [ConfigInfo("failed", died), ConfigInfo("ok", "", 0.001, 64, [], {"cpu": 2})]
+    figures = [{"error": died}, {"error": None, "latency_s": 0.001, "top": [1]}]
+    collector(SweepShard(0, "host:1", 1, 1, infos, [(0, None, figures)]))
+    ref, cpu = collector.rows(1)
+    assert ref.status == "failed" and ref.reason == died
+    assert cpu.status == "ok" and cpu.items == 1 and cpu.top1_agreement is None
+    assert cpu.reason == f"no agreement figures: the reference 'litert' did not run ({died})"

@@ -49,11 +49,23 @@ from offload._interpreter import Interpreter
 from offload._plugins import load_delegate, plugin_manager
 from offload.errors import StandInError, StandInImportError, UsageError
 
-__all__ = ["CONFIG_ENV", "LiteRTPatch", "patch_litert", "patch_from_environment", "STAND_INS"]
+__all__ = [
+    "CONFIG_ENV",
+    "REPORT_STARTED_SUFFIX",
+    "LiteRTPatch",
+    "patch_litert",
+    "patch_from_environment",
+    "STAND_INS",
+]
 
 # What ``offload run`` passes to the program: JSON with the arguments of patch_litert and,
 # optionally, ``report_dir``, where each process writes its delegation reports at exit.
 CONFIG_ENV = "OFFLOAD_RUN_CONFIG"
+# Beside ``process-PID.json`` (written at exit), ``process-PID.started`` is written when the
+# patch is installed: a mark with no report beside it is a process that ended without its exit
+# handlers (os._exit, a signal, a crash), which offload run must not mistake for one that made
+# no interpreter.
+REPORT_STARTED_SUFFIX = ".started"
 
 # The modules a patch can stand in for. Packages are only stood in for when the real one is
 # not installed (ai_edge_litert) or always (tflite_runtime: nothing in it but the interpreter).
@@ -537,15 +549,28 @@ def patch_from_environment() -> LiteRTPatch | None:
     )
     report_dir = config.get("report_dir")
     if report_dir:
+        _mark_started(Path(report_dir))
         atexit.register(_write_report, patch, Path(report_dir))
     return patch
+
+
+def _mark_started(directory: Path) -> None:
+    path = directory / f"process-{os.getpid()}{REPORT_STARTED_SUFFIX}"
+    try:
+        path.write_text(json.dumps({"pid": os.getpid(), "argv": sys.argv}, default=str))
+    except OSError:  # the report at exit says what went wrong with the folder
+        pass
 
 
 def _write_report(patch: LiteRTPatch, directory: Path) -> None:
     rows = patch.delegation_report()
     document = {"pid": os.getpid(), "argv": sys.argv, "interpreters": rows}
     path = directory / f"process-{os.getpid()}.json"
+    # Written aside and renamed: a process killed while writing leaves no half a report, which
+    # offload run would read as unreadable rather than as missing.
+    partial = path.with_name(path.name + ".partial")
     try:
-        path.write_text(json.dumps(document, default=_json_default))
+        partial.write_text(json.dumps(document, default=_json_default))
+        os.replace(partial, path)
     except OSError as exc:  # the program's own exit status must not change for a report
         print(f"offload run: could not write the delegation report: {exc}", file=sys.stderr)

@@ -5,9 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from offload.tools._common import fmt_g, format_table, require_extra
+from offload.tools._common import (
+    UsageError,
+    check_output_file,
+    fmt_g,
+    format_table,
+    require_extra,
+    write_output,
+)
 
-__all__ = ["auto_line", "human_bytes", "plot", "print_compare", "print_single"]
+__all__ = ["auto_line", "check_plot_file", "human_bytes", "plot", "print_compare", "print_single"]
 
 
 def human_bytes(n: int) -> str:
@@ -17,6 +24,21 @@ def human_bytes(n: int) -> str:
     if n < 2**20:
         return f"{n / 1024:.1f} KiB"
     return f"{n / 2**20:.2f} MiB"
+
+
+def check_plot_file(out: str) -> None:
+    """``--plot``'s file, before the runs: its folder, and a type matplotlib writes (it
+    would raise ValueError only when saving, after every timed run)."""
+    check_output_file(out, "--plot")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(out).suffix.lower().lstrip(".")
+    if suffix and suffix not in kinds:
+        raise UsageError(
+            f"--plot {out!r}: expected an image file type matplotlib writes "
+            f"({', '.join(sorted(kinds))}), found {Path(out).suffix!r}"
+        )
 
 
 def plot(rows: list[dict[str, Any]], out: str, title: str) -> None:
@@ -34,8 +56,10 @@ def plot(rows: list[dict[str, Any]], out: str, title: str) -> None:
     for y, v in enumerate(values):
         ax.text(v, y, f" {v:.3g}", va="center", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    try:
+        write_output(out, "--plot", lambda p: fig.savefig(p, dpi=100))
+    finally:
+        plt.close(fig)
 
 
 def auto_line(auto: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from offload._loader import load_model
 from offload.tools._bench_memory import MemoryProbe
-from offload.tools._bench_print import plot, print_compare, print_single
+from offload.tools._bench_print import check_plot_file, plot, print_compare, print_single
 from offload.tools._bench_profile import print_device_profiles, profile_configs
 from offload.tools._bench_runs import (
     Config,
@@ -34,6 +35,7 @@ from offload.tools._bench_runs import (
 )
 from offload.tools._common import (
     EXIT_OK,
+    EXIT_USAGE,
     UsageError,
     add_delegate_args,
     add_json_arg,
@@ -115,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--profile_runs must be >= 1, found {args.profile_runs}")
     if args.plot:
         require_extra("matplotlib", "--plot")
+        check_plot_file(args.plot)  # now, not after the timed runs
     profile = bool(args.plot or args.enable_op_profiling)
     rng = np.random.default_rng(args.seed)
     probe = MemoryProbe()
@@ -154,9 +157,13 @@ def run(args: argparse.Namespace) -> int:
     main = configs[0]
     if profile and main.interpreter is not None:
         result["op_profile"] = op_profile(main)
+    error = None
     if args.plot and main.interpreter is not None:
-        plot(result["op_profile"], args.plot, path)
-        result["plot"] = args.plot
+        try:
+            plot(result["op_profile"], args.plot, path)
+            result["plot"] = args.plot
+        except UsageError as exc:  # printed after the figures, which must not be lost with it
+            error = exc
     if args.json:
         print_json(result)
     elif args.compare:
@@ -165,4 +172,7 @@ def run(args: argparse.Namespace) -> int:
         print_single(result)
     if args.profile and not args.json:
         print_device_profiles(result)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK

@@ -31,10 +31,12 @@ from offload.tools._common import (
     add_delegate_args,
     add_json_arg,
     build_delegates,
+    check_output_file,
     format_table,
     interpreter_options,
     print_json,
     requested_delegates,
+    write_output,
 )
 from offload.tools._graph_draw import _ranges, plan_html, plan_svg
 
@@ -331,6 +333,9 @@ def _print_auto(auto: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     if not Path(args.model).is_file():
         raise UsageError(f"model {args.model!r}: no such file")
+    for option, path in (("--html", args.html), ("--svg", args.svg)):
+        if path:
+            check_output_file(path, option)
     model = load_model(model_path=args.model)
     choices, auto, default = _choices(args)
     report, plan = collect(args.model, model, choices, auto, default)
@@ -338,10 +343,12 @@ def run(args: argparse.Namespace) -> int:
         n: d["reason"] for n, d in report["plan"]["delegates"].items() if not d["available"]
     }
     if args.html:
-        Path(args.html).write_text(plan_html(report, plan, unavailable), encoding="utf-8")
+        page = plan_html(report, plan, unavailable)
+        write_output(args.html, "--html", lambda p: p.write_text(page, encoding="utf-8"))
         report["html"] = args.html
     if args.svg:
-        Path(args.svg).write_text(plan_svg(plan, unavailable), encoding="utf-8")
+        drawing = plan_svg(plan, unavailable)
+        write_output(args.svg, "--svg", lambda p: p.write_text(drawing, encoding="utf-8"))
         report["svg"] = args.svg
     if args.json:
         print_json(report)

@@ -119,7 +119,18 @@ def _read_lines(path: str, what: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{what} {path!r}: no such file")
-    return [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{what} {path!r}: expected UTF-8 text, one label per line, found byte "
+            f"{exc.object[exc.start]:#04x} at offset {exc.start} ({exc.reason})"
+        ) from None
+    except OSError as exc:
+        raise UsageError(
+            f"{what} {path!r}: expected a readable file, found {exc.strerror}"
+        ) from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def _ground_truth(args: argparse.Namespace | SimpleNamespace, count: int) -> list[int]:
@@ -222,7 +233,15 @@ def evaluate(args: argparse.Namespace, show: bool) -> dict[str, Any]:
         zip(images, truth), total=len(images), desc="classify", enabled=show
     ):
         t0 = time.perf_counter()
-        data = preprocess(path, size, channels, dtype, mean, std, args.crop_fraction)
+        try:
+            data = preprocess(path, size, channels, dtype, mean, std, args.crop_fraction)
+        except UsageError:
+            raise
+        except Exception as exc:  # PIL's many ways of refusing a file: one line naming it
+            raise UsageError(
+                f"--images: expected an image, found {str(path)!r} unreadable "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
         t1 = time.perf_counter()
         it.set_tensor(inp["index"], data)
         it.invoke()

@@ -6,8 +6,9 @@ import argparse
 import importlib
 import json
 import math
+import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +55,8 @@ __all__ = [
     "input_arrays",
     "ConfigSpec",
     "parse_config_spec",
+    "check_output_file",
+    "write_output",
 ]
 
 # ``--delegate cpu``: the CPU reference alone (as ``--compare cpu``), not a delegate's name.
@@ -284,6 +287,46 @@ def parse_config_spec(text: str) -> ConfigSpec:
             )
         return ConfigSpec(label, special[0])
     return ConfigSpec(label, "delegates", tuple(delegates))
+
+
+# -- output files -------------------------------------------------------------------------
+
+
+def check_output_file(path: str | os.PathLike[str], option: str) -> Path:
+    """``option``'s output file, checked before the work whose result it keeps: a report that
+    cannot be written must stop the command before a sweep or a program runs, not after it.
+
+    Its folder must exist (a mistyped folder is refused, not created) and be writable, and the
+    path must not be a folder. Raises :class:`UsageError` saying which.
+    """
+    p = Path(path)
+    parent = p.parent  # Path("x.csv").parent is Path("."): the working folder
+    if p.is_dir():
+        raise UsageError(f"{option} {str(path)!r}: expected a file to write, found a folder")
+    if not parent.is_dir():
+        found = "a file" if parent.exists() else "nothing"
+        raise UsageError(
+            f"{option} {str(path)!r}: expected an existing folder {str(parent)!r} to write it "
+            f"in, found {found} there"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(
+            f"{option} {str(path)!r}: expected a file this user may write, found it or its "
+            "folder read-only"
+        )
+    return p
+
+
+def write_output(path: str | os.PathLike[str], option: str, write: Callable[[Path], Any]) -> None:
+    """``write(path)``, with an OSError (disk full, the folder removed since it was checked) as
+    one :class:`UsageError` line naming the option, not a traceback."""
+    try:
+        write(Path(path))
+    except OSError as exc:
+        raise UsageError(
+            f"{option} {str(path)!r}: expected to write the file, found "
+            f"{type(exc).__name__}: {exc.strerror or exc}"
+        ) from None
 
 
 # -- optional extras ----------------------------------------------------------------------

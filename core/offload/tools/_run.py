@@ -6,6 +6,13 @@ the delegate choice in the environment. Python processes the command starts get 
 choice; the first LiteRT import in each installs :func:`offload.patch_litert`. With
 ``--report`` (or ``--report-json FILE``) each process writes what ran where at exit, and this
 command prints it after the program ends. The exit code is the program's.
+
+A process that makes its first LiteRT import leaves a ``process-PID.started`` mark in the report
+folder at once; one that then ends without its exit handlers (``os._exit``, a signal, a
+crash) leaves no report beside it, and is listed as "no report came back from process PID"
+rather than counted as a process that made no interpreter. ``--report-json``'s folder is
+checked before the program starts; a report that still cannot be written afterwards is one
+line on stderr, and the exit code stays the program's.
 """
 
 from __future__ import annotations
@@ -19,13 +26,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from offload._patch import CONFIG_ENV
+from offload._patch import CONFIG_ENV, REPORT_STARTED_SUFFIX
 from offload.errors import UsageError
 from offload.tools._common import (
     EXIT_USAGE,
     add_delegate_args,
     build_delegates,
+    check_output_file,
     requested_delegates,
+    write_output,
 )
 
 __all__ = ["add_parser", "run", "format_report"]
@@ -103,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
             "offload run needs a command after '--', e.g. offload run -- python app.py"
         )
     config = _config(args)
+    if args.report_json:
+        # Before the program runs: a report folder mistyped must not cost a run of the program.
+        check_output_file(args.report_json, "--report-json")
     config["tensorflow"] = args.tensorflow_stand_in
     wants_report = bool(args.report or args.report_json)
     with tempfile.TemporaryDirectory(prefix="offload-run-") as report_dir:
@@ -118,7 +130,11 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         processes = _read_reports(Path(report_dir)) if wants_report else []
     if args.report_json:
-        Path(args.report_json).write_text(json.dumps({"processes": processes}, indent=2))
+        document = json.dumps({"processes": processes}, indent=2)
+        try:
+            write_output(args.report_json, "--report-json", lambda p: p.write_text(document))
+        except UsageError as exc:  # the program ran: its exit status is the one to keep
+            print(f"offload run: the report was not written: {exc}", file=sys.stderr)
     if args.report:
         print(format_report(processes), file=sys.stderr)
     # A program killed by a signal: the shell's convention, 128 + the signal number.
@@ -126,19 +142,53 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_reports(directory: Path) -> list[dict[str, Any]]:
+    """Each process's report; a process that started one (its mark is there) and wrote none
+    ended without its exit handlers, and is listed with an ``error`` saying so."""
     processes = []
+    reported = set()
     for path in sorted(directory.glob("process-*.json")):
+        reported.add(path.stem)
         try:
             processes.append(json.loads(path.read_text()))
         except (OSError, ValueError) as exc:
-            processes.append({"pid": path.stem, "error": f"unreadable report: {exc}"})
+            pid = path.stem.removeprefix("process-")
+            processes.append(
+                {
+                    "pid": int(pid) if pid.isdigit() else pid,
+                    "interpreters": [],
+                    "error": f"the report of process {pid} is unreadable: {exc}",
+                }
+            )
+    for mark in sorted(directory.glob(f"process-*{REPORT_STARTED_SUFFIX}")):
+        stem = mark.name.removesuffix(REPORT_STARTED_SUFFIX)
+        if stem in reported:
+            continue
+        pid = stem.removeprefix("process-")
+        try:
+            started = json.loads(mark.read_text())
+        except (OSError, ValueError):
+            started = {}
+        processes.append(
+            {
+                "pid": int(pid) if pid.isdigit() else pid,
+                "argv": started.get("argv"),
+                "interpreters": [],
+                "error": f"no report came back from process {pid}: it imported LiteRT and "
+                "ended without running its exit handlers (os._exit, a signal or a crash)",
+            }
+        )
     return processes
 
 
 def format_report(processes: list[dict[str, Any]]) -> str:
     """What ran where, per interpreter of each process, for people."""
     interpreters = [(p, row) for p in processes for row in p.get("interpreters", [])]
+    # A process whose report is missing or unreadable may have made interpreters: say so
+    # rather than that the program made none.
+    missing = [f"offload run: {p['error']}" for p in processes if p.get("error")]
     if not interpreters:
+        if missing:
+            return "\n".join(missing)
         return "offload run: the program made no interpreter through LiteRT's imports"
     lines = [f"offload run: {len(interpreters)} interpreter(s)"]
     for process, row in interpreters:
@@ -171,4 +221,4 @@ def format_report(processes: list[dict[str, Any]]) -> str:
             )
         for partition, why in report.get("restored_to_cpu", {}).items():
             lines.append(f"    partition {partition} restored to the CPU: {why}")
-    return "\n".join(lines)
+    return "\n".join(lines + missing)

@@ -26,9 +26,12 @@ from offload.tools._common import (
     CPU_CHOICE,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     ConfigSpec,
+    check_output_file,
     parse_config_spec,
     require_extra,
+    write_output,
 )
 from offload.tools._sweep_data import (
     DataSet,
@@ -268,7 +271,10 @@ def sweep(
     t0 = time.perf_counter()
     try:
         if engine == "local":
-            stats = run_local(jobs, local_workers, collector)
+            # In this process only when asked for (workers=1): a pool cut down to one worker
+            # because there is one shard still runs in a worker, where a configuration that
+            # crashes its process takes down that worker, not the sweep.
+            stats = run_local(jobs, local_workers, collector, in_process=workers == 1)
         else:
             stats = run_ray(jobs, workers, ray_address, collector)
     finally:
@@ -393,6 +399,9 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 def run(args: argparse.Namespace) -> int:
     if args.html:
         require_extra("matplotlib", "offload sweep --html")
+    for option, path in (("--csv", args.csv), ("--html", args.html)):
+        if path:
+            check_output_file(path, option)  # now, not after a sweep of hours
     report = sweep(
         args.models,
         args.config or [CPU_CHOICE],
@@ -415,15 +424,28 @@ def run(args: argparse.Namespace) -> int:
         crop_fraction=args.crop_fraction,
         progress=not args.json,
     )
-    if args.csv:
-        report.write_csv(args.csv)
-    if args.html:
-        report.write_html(args.html)
+    # A file that cannot be written (the disk filled up during the sweep) must not take the
+    # figures with it: the report is printed all the same, then the error, and exit 2.
+    written: list[str] = []
+    errors: list[UsageError] = []
+    for option, path, write in (
+        ("--csv", args.csv, report.write_csv),
+        ("--html", args.html, report.write_html),
+    ):
+        if path:
+            try:
+                write_output(path, option, write)
+                written.append(path)
+            except UsageError as exc:
+                errors.append(exc)
     if args.json:
         print(report.to_json())
     else:
         print(report.format_text())
-        for kind in ("csv", "html"):
-            if getattr(args, kind):
-                print(f"wrote {getattr(args, kind)}")
+        for path in written:
+            print(f"wrote {path}")
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors:
+        return EXIT_USAGE
     return EXIT_OK if any(r.status == "ok" for r in report.rows) else EXIT_FAILED

@@ -114,11 +114,7 @@ def npz_arrays(path: str | os.PathLike[str], limit: int = 0) -> DataSet:
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"npz {str(path)!r}: expected a file, found none")
-    try:
-        with np.load(p, allow_pickle=False) as data:
-            arrays = {key: np.asarray(data[key]) for key in data.files}
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"npz {str(path)!r}: expected a numpy .npz file: {exc}") from None
+    arrays = _read_npz(p, str(path))
     labels = arrays.pop(LABELS_KEY, None)
     if not arrays:
         raise UsageError(f"npz {str(path)!r}: expected input arrays, found none")
@@ -130,10 +126,10 @@ def npz_arrays(path: str | os.PathLike[str], limit: int = 0) -> DataSet:
             f"npz {str(path)!r}: expected arrays with the same number of rows (one per item) "
             f"along their first axis, found {counts}"
         )
-    if labels is not None and labels.dtype.kind not in "iu":
+    if labels is not None and (labels.dtype.kind not in "iu" or labels.ndim != 1):
         raise UsageError(
-            f"npz {str(path)!r}: '{LABELS_KEY}' should hold integer class indices, found "
-            f"dtype {labels.dtype}"
+            f"npz {str(path)!r}: expected '{LABELS_KEY}' to hold integer class indices, one per "
+            f"item, found dtype {labels.dtype} and shape {list(labels.shape)}"
         )
     count = next(iter(counts.values()))
     if limit:
@@ -148,6 +144,44 @@ def npz_arrays(path: str | os.PathLike[str], limit: int = 0) -> DataSet:
     ]
     where = f"{count} rows of {', '.join(arrays)} in {p}"
     return DataSet(DataSpec("npz"), where, items, labels is not None)
+
+
+# What a file starts with: a zip archive (an .npz is one), or a single array from np.save.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _read_npz(p: Path, shown: str) -> dict[str, np.ndarray]:
+    """Every array of the .npz at ``p``; any way the file is not one is a UsageError (numpy
+    raises a different exception for each: BadZipFile, EOFError, ValueError, TypeError)."""
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(len(_NPY_MAGIC))
+    except OSError as exc:
+        raise UsageError(f"npz {shown!r}: expected a readable file, found {exc.strerror}") from None
+    if not head.startswith(_ZIP_MAGIC):
+        found = (
+            "a single .npy array (np.save): save the arrays with np.savez"
+            if head.startswith(_NPY_MAGIC)
+            else "an empty file"
+            if not head
+            else f"a file that is no zip archive (it starts {head[:4]!r})"
+        )
+        raise UsageError(f"npz {shown!r}: expected a numpy .npz file (np.savez), found {found}")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except Exception as exc:  # a damaged archive, object arrays: whatever numpy or zipfile raised
+        raise UsageError(
+            f"npz {shown!r}: expected a numpy .npz file (np.savez), found one numpy cannot read "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    stray = sorted(key for key, value in arrays.items() if not isinstance(value, np.ndarray))
+    if stray:  # numpy hands a member that is not a .npy array back as its raw bytes
+        raise UsageError(
+            f"npz {shown!r}: expected .npy arrays only, found other files in it: {stray}"
+        )
+    return arrays
 
 
 def random_items(count: int, seed: int) -> DataSet:

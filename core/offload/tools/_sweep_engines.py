@@ -5,30 +5,47 @@ arrives; the report is built from those results alone, so the engines differ onl
 the shards run. A result is whole or absent: a worker that dies mid-shard delivers nothing
 for that shard, the shard runs again, and the collector keeps the first result per item,
 so nothing is counted twice.
+
+The local engine also finds which configuration killed a worker. When the pool breaks, every
+worker in it goes down, so a death there names no culprit; the shards that were running run
+again one at a time, each alone in its worker, where a death is that shard's and its trail
+(``_sweep_worker.Trail``) says which configuration it was in. A configuration that kills
+its worker :data:`MAX_ATTEMPTS` times is skipped for that model: its rows fail with the
+reason, and the model's other configurations run and report their figures.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
 import multiprocessing
 import pickle
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offload.errors import UsageError
 from offload.tools._sweep_data import Item
-from offload.tools._sweep_worker import ModelRunner, ModelTask, SweepShard, run_shard
+from offload.tools._sweep_worker import (
+    ModelRunner,
+    ModelTask,
+    SweepShard,
+    read_trail,
+    run_shard,
+)
 
 __all__ = ["Job", "run_local", "run_ray", "import_ray", "MAX_ATTEMPTS"]
 
 # A model's task and the shards of its items.
 Job = tuple[ModelTask, list[list[Item]]]
 Collect = Callable[[SweepShard], None]
-# A shard is tried this many times before its items are reported failed with the reason.
+# A shard is tried this many times before its items are reported failed with the reason;
+# a configuration that kills its worker this many times is skipped for that model.
 MAX_ATTEMPTS = 3
 
 
@@ -40,28 +57,81 @@ def _failed(task: ModelTask, items: list[Item], reason: str) -> SweepShard:
 # -- local ----------------------------------------------------------------------------------------
 
 
-def run_local(jobs: Sequence[Job], workers: int, collect: Collect) -> dict[str, Any]:
-    """Every shard in a pool of ``workers`` processes, or in this process for one worker."""
+def run_local(
+    jobs: Sequence[Job], workers: int, collect: Collect, in_process: bool | None = None
+) -> dict[str, Any]:
+    """Every shard in a pool of ``workers`` processes, or in this process (``in_process``;
+    by default for one worker), where nothing protects the sweep from a crashing engine."""
     shards = [(task, items) for task, parts in jobs for items in parts]
-    if workers <= 1:
+    if in_process if in_process is not None else workers <= 1:
         for task, items in shards:
             try:
                 collect(run_shard(task, items))
             except Exception as exc:
                 collect(_failed(task, items, f"shard failed: {type(exc).__name__}: {exc}"))
         return {"retried_shards": 0}
-    pending = dict(enumerate(shards))
-    attempts = dict.fromkeys(pending, 0)
-    retried: set[int] = set()
-    # spawn, not fork: the parent may hold threads (Ray's, a delegate runtime's) that a
-    # forked child would inherit mid-lock.
-    context = multiprocessing.get_context("spawn")
-    while pending:
-        for sid in pending:
-            attempts[sid] += 1
+    with tempfile.TemporaryDirectory(prefix="offload-sweep-") as folder:
+        return _LocalRun(shards, workers, collect, Path(folder)).run()
+
+
+class _LocalRun:
+    """The process pool and what it learns from workers that die (see the module docstring)."""
+
+    def __init__(
+        self,
+        shards: Sequence[tuple[ModelTask, list[Item]]],
+        workers: int,
+        collect: Collect,
+        trails: Path,
+    ) -> None:
+        self.pending = dict(enumerate(shards))
+        self.workers = workers
+        self.collect = collect
+        self.trails = trails
+        self.retried: set[int] = set()
+        # Deaths seen alone: per (model, configuration) where the trail names one, else per
+        # shard (a worker that died outside every configuration, reading its inputs say).
+        self.config_deaths: collections.Counter[tuple[int, int]] = collections.Counter()
+        self.shard_deaths: collections.Counter[int] = collections.Counter()
+        # spawn, not fork: the parent may hold threads (Ray's, a delegate runtime's) that a
+        # forked child would inherit mid-lock.
+        self.context = multiprocessing.get_context("spawn")
+
+    def run(self) -> dict[str, Any]:
+        blind = 0  # pools broken with no shard running: a worker died at start-up, or idle
+        while self.pending:
+            running = self._together()
+            if running:
+                self._alone(running)
+            elif self.pending:
+                blind += 1
+                if blind >= MAX_ATTEMPTS:  # nothing to go on: each shard alone, counted
+                    self._alone(sorted(self.pending))
+        return {"retried_shards": len(self.retried)}
+
+    def _trail(self, sid: int) -> str:
+        path = self.trails / f"shard-{sid}"
+        path.unlink(missing_ok=True)  # a trail left by an earlier attempt is not this one's
+        return str(path)
+
+    def _done(self, sid: int, result: SweepShard) -> None:
+        self.pending.pop(sid)
+        self.collect(result)
+
+    def _raised(self, sid: int, exc: Exception) -> None:
+        # The shard itself raised (not a death): running it again would not help.
+        task, items = self.pending.pop(sid)
+        self.collect(_failed(task, items, f"shard failed: {type(exc).__name__}: {exc}"))
+
+    def _together(self) -> list[int]:
+        """Every pending shard on the pool; the shards that were running if it broke."""
+        trails = {sid: self._trail(sid) for sid in self.pending}
         broken = False
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-            futures = {pool.submit(run_shard, *pending[sid]): sid for sid in pending}
+        with concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=self.context) as pool:
+            futures = {
+                pool.submit(run_shard, task, items, trails[sid]): sid
+                for sid, (task, items) in self.pending.items()
+            }
             for future in concurrent.futures.as_completed(futures):
                 sid = futures[future]
                 try:
@@ -69,21 +139,62 @@ def run_local(jobs: Sequence[Job], workers: int, collect: Collect) -> dict[str, 
                 except BrokenProcessPool:
                     broken = True  # a worker died: this shard and the others in flight go again
                     continue
-                except Exception as exc:  # the shard itself raised: running it again won't help
-                    task, items = pending.pop(sid)
-                    collect(_failed(task, items, f"shard failed: {type(exc).__name__}: {exc}"))
+                except Exception as exc:
+                    self._raised(sid, exc)
                     continue
-                pending.pop(sid)
-                collect(result)
+                self._done(sid, result)
         if not broken:
-            break
-        for sid in list(pending):
-            retried.add(sid)
-            if attempts[sid] >= MAX_ATTEMPTS:
-                task, items = pending.pop(sid)
-                reason = f"worker process died {attempts[sid]} times running this shard"
-                collect(_failed(task, items, reason))
-    return {"retried_shards": len(retried)}
+            return []
+        self.retried.update(self.pending)
+        return [sid for sid in sorted(self.pending) if read_trail(trails[sid]) is not None]
+
+    def _alone(self, sids: Sequence[int]) -> None:
+        """Each shard in turn on a pool of one worker, so that a death is that shard's own;
+        until it delivers, fails, or has killed its worker too often."""
+        pool: concurrent.futures.ProcessPoolExecutor | None = None
+        try:
+            for sid in sids:
+                while sid in self.pending:
+                    task, items = self.pending[sid]
+                    trail = self._trail(sid)
+                    if pool is None:
+                        pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=self.context)
+                    try:
+                        result = pool.submit(run_shard, task, items, trail).result()
+                    except BrokenProcessPool:
+                        pool.shutdown()
+                        pool = None
+                        self._died(sid, read_trail(trail))
+                        continue
+                    except Exception as exc:
+                        self._raised(sid, exc)
+                        continue
+                    self._done(sid, result)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+
+    def _died(self, sid: int, where: int | None) -> None:
+        """Shard ``sid``'s worker died alone, in configuration ``where`` (per its trail)."""
+        task, items = self.pending[sid]
+        if where is not None and 0 <= where < len(task.configs):
+            key = (task.model_index, where)
+            self.config_deaths[key] += 1
+            if self.config_deaths[key] >= MAX_ATTEMPTS:
+                reason = (
+                    f"worker process died {self.config_deaths[key]} times in this "
+                    "configuration (loading or running it), so it was left out for this "
+                    "model and the model's other configurations ran without it"
+                )
+                for other, (t, its) in self.pending.items():
+                    if t.model_index == task.model_index:
+                        self.pending[other] = (t.skipping(where, reason), its)
+            return
+        self.shard_deaths[sid] += 1
+        if self.shard_deaths[sid] >= MAX_ATTEMPTS:
+            self.pending.pop(sid)
+            reason = f"worker process died {self.shard_deaths[sid]} times running this shard"
+            self.collect(_failed(task, items, reason))
 
 
 # -- Ray ----------------------------------------------------------------------------------------

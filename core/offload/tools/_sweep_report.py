@@ -180,8 +180,19 @@ class Collector:
     def rows(self, num_items: int) -> list[SweepRow]:
         rows = []
         for m, entry in enumerate(self.models):
-            for k, spec in enumerate(self.configs):
-                rows.append(self._row(m, entry, k, spec, num_items))
+            model_rows = [
+                self._row(m, entry, k, spec, num_items) for k, spec in enumerate(self.configs)
+            ]
+            ref = model_rows[self.reference]
+            if ref.status != "ok" and not entry.error:
+                # The others ran but have nothing to agree with: say why the column is empty.
+                for row in model_rows:
+                    if row.status == "ok" and not row.reason:
+                        row.reason = (
+                            f"no agreement figures: the reference {ref.config!r} did not run "
+                            f"({ref.reason or ref.status})"
+                        )
+            rows += model_rows
         return rows
 
     def _row(self, m: int, entry: ModelEntry, k: int, spec: ConfigSpec, n: int) -> SweepRow:

@@ -8,11 +8,18 @@ share the machine's slow moments alike (as ``offload benchmark --compare`` inter
 Every figure that is not a time depends only on the item and the model, never on the worker
 or on which items it ran before (state is reset per item in stateful models), which is what
 makes the two engines agree.
+
+A configuration that kills its worker (a crash in an engine's native code, an abort, an exit)
+must not take the model's other configurations with it. Each shard leaves a trail
+(:class:`Trail`): a small file saying which configuration the worker is loading or running,
+which the local engine reads when a worker dies, and a task can skip configurations
+(``ModelTask.skip``) that the engine found killing workers.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import socket
 import time
@@ -28,9 +35,22 @@ from offload.tools._common import ConfigSpec
 from offload.tools._per_node import compare_tensors
 from offload.tools._sweep_data import DataSpec, Item, item_inputs
 
-__all__ = ["ModelTask", "ConfigInfo", "SweepShard", "ModelRunner", "run_shard", "TOP_K"]
+__all__ = [
+    "ModelTask",
+    "ConfigInfo",
+    "SweepShard",
+    "ModelRunner",
+    "run_shard",
+    "TOP_K",
+    "Trail",
+    "read_trail",
+    "STARTED",
+]
 
 TOP_K = 5
+# What a trail holds while the worker is in none of the configurations (reading inputs,
+# comparing outputs); a configuration's index (0, 1, ...) while it loads or runs.
+STARTED = -1
 
 # Runners constructed in this process, per model path: what the one-load-per-worker rule is
 # checked against (a runner reloaded per shard or per batch would count up here).
@@ -48,10 +68,62 @@ class ModelTask:
     data: DataSpec
     num_threads: int | None = None
     auto_budget_s: float | None = None
+    # (configuration index, why): configurations not loaded at all, each item failing with
+    # the reason (the local engine's answer to a configuration that kills its workers).
+    skip: tuple[tuple[int, str], ...] = ()
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.model_index, self.model_path, self.configs, self.reference, self.data)
+        return (
+            self.model_index,
+            self.model_path,
+            self.configs,
+            self.reference,
+            self.data,
+            self.skip,
+        )
+
+    def skipping(self, config: int, reason: str) -> ModelTask:
+        """This task with configuration ``config`` skipped for ``reason``."""
+        return dataclasses.replace(self, skip=(*self.skip, (config, reason)))
+
+
+class Trail:
+    """Which configuration a worker is in, kept in a file the driver reads if the worker dies.
+
+    The worker writes the configuration's index before it loads or invokes it, and
+    :data:`STARTED` between configurations: one 12-byte ``pwrite`` in place, outside the timed
+    region. Without a path (the serial and Ray engines) it does nothing.
+    """
+
+    WIDTH = 12
+
+    def __init__(self, path: str | None = None) -> None:
+        self.fd = None if path is None else os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self.mark(STARTED)
+
+    def mark(self, config: int) -> None:
+        if self.fd is not None:
+            os.pwrite(self.fd, f"{config:>{self.WIDTH}}".encode(), 0)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def read_trail(path: str) -> int | None:
+    """What a shard's trail says: None if the shard never started (no trail), :data:`STARTED`
+    if the worker was in no configuration, else the index of the one it was in."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(Trail.WIDTH).strip()
+    except OSError:
+        return None
+    try:
+        return int(text)
+    except ValueError:  # created, not yet written: started, in no configuration
+        return STARTED
 
 
 @dataclass
@@ -88,16 +160,23 @@ def _describe(exc: BaseException) -> str:
 class ModelRunner:
     """One model under every configuration of a task, loaded once, run item by item."""
 
-    def __init__(self, task: ModelTask) -> None:
+    def __init__(self, task: ModelTask, trail: Trail | None = None) -> None:
         _PROCESS_LOADS[task.model_path] += 1
         self.task = task
+        self.trail = trail or Trail()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.interpreters: list[Interpreter | None] = []
         self.infos: list[ConfigInfo] = []
-        for spec in task.configs:
-            it, info = self._load(spec)
+        self.skipped = dict(task.skip)
+        for k, spec in enumerate(task.configs):
+            if k in self.skipped:
+                it, info = None, ConfigInfo("failed", self.skipped[k])
+            else:
+                self.trail.mark(k)
+                it, info = self._load(spec)
             self.interpreters.append(it)
             self.infos.append(info)
+        self.trail.mark(STARTED)
         live = next((it for it in self.interpreters if it is not None), None)
         self.details = [] if live is None else live.get_input_details()
         self.outputs = [] if live is None else [d["index"] for d in live.get_output_details()]
@@ -151,6 +230,7 @@ class ModelRunner:
     def run(self, items: list[Item]) -> SweepShard:
         rows: list[tuple[int, str | None, list[dict[str, Any]]]] = []
         for item in items:
+            self.trail.mark(STARTED)
             try:
                 inputs = item_inputs(self.task.data, item, self.details)
             except Exception as exc:
@@ -172,20 +252,23 @@ class ModelRunner:
         # The first invoke pays for lazy work (page faults, engine compilation, caches): it is
         # init, not latency, as benchmark_model's warm-up runs are.
         self.warmed = True
-        for it in self.interpreters:
+        for k, it in enumerate(self.interpreters):
             if it is not None:
+                self.trail.mark(k)
                 try:
                     self._invoke(it, inputs)
                 except Exception:  # reported by the item that runs next
                     pass
+        self.trail.mark(STARTED)
 
     def _run_item(self, item: Item, inputs: list[np.ndarray]) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(self.interpreters)
         outputs: list[list[np.ndarray] | None] = [None] * len(self.interpreters)
         for k, it in enumerate(self.interpreters):
             if it is None:
-                results[k] = {"error": "not loaded"}
+                results[k] = {"error": self.skipped.get(k, "not loaded")}
                 continue
+            self.trail.mark(k)
             try:
                 latency, produced = self._invoke(it, inputs)
             except Exception as exc:
@@ -193,6 +276,7 @@ class ModelRunner:
                 continue
             outputs[k] = produced
             results[k] = {"error": None, "latency_s": latency, **_top_k(produced, item.label)}
+        self.trail.mark(STARTED)  # comparing outputs is no configuration's doing
         ref = outputs[self.task.reference]
         for k, out in enumerate(outputs):
             if out is not None and ref is not None and results[k] is not None:
@@ -261,17 +345,23 @@ _RUNNERS: collections.OrderedDict[tuple[Any, ...], ModelRunner] = collections.Or
 _KEEP_RUNNERS = 2
 
 
-def runner_for(task: ModelTask) -> ModelRunner:
+def runner_for(task: ModelTask, trail: Trail | None = None) -> ModelRunner:
     runner = _RUNNERS.get(task.key)
     if runner is None:
-        runner = _RUNNERS[task.key] = ModelRunner(task)
+        runner = _RUNNERS[task.key] = ModelRunner(task, trail)
         while len(_RUNNERS) > _KEEP_RUNNERS:
             _RUNNERS.popitem(last=False)
     else:
         _RUNNERS.move_to_end(task.key)
+        runner.trail = trail or Trail()
     return runner
 
 
-def run_shard(task: ModelTask, items: list[Item]) -> SweepShard:
-    """One shard in this process, loading the task's model only if this process has not."""
-    return runner_for(task).run(items)
+def run_shard(task: ModelTask, items: list[Item], trail: str | None = None) -> SweepShard:
+    """One shard in this process, loading the task's model only if this process has not;
+    with ``trail``, a file that says which configuration it is in (:class:`Trail`)."""
+    marks = Trail(trail)
+    try:
+        return runner_for(task, marks).run(items)
+    finally:
+        marks.close()

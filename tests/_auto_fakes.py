@@ -126,6 +126,32 @@ ADD_ONLY = fake_delegate("addonly", FakeKernel, ops=("ADD",))
 LITERT = fake_delegate("litert", FakeKernel)
 
 
+class ExactOptions(FakeOptions):
+    exact: bool = False
+
+
+class SettingKernel(FakeKernel):
+    """Wrong by default, right with ``exact=True``: an engine whose fast setting misses the
+    accuracy policy and whose exact one meets it (XNNPACK and LiteRT's builtin kernels)."""
+
+    def __init__(self, exact: bool) -> None:
+        self.offset = 0.0 if exact else 0.5
+
+
+class _TwoSettings(fake_delegate("settings", FakeKernel)):  # type: ignore[misc]
+    Options = ExactOptions
+
+    @classmethod
+    def auto_variants(cls) -> tuple[dict[str, bool], ...]:
+        return ({"exact": True},)
+
+    def create_kernel(self) -> DelegateKernel:
+        return SettingKernel(self.options.exact)
+
+
+TWO_SETTINGS: type[Delegate] = _TwoSettings
+
+
 def install(monkeypatch: pytest.MonkeyPatch, *classes: type[Delegate]) -> None:
     """Make ``classes`` the installed delegates as auto and the default see them."""
     records = [

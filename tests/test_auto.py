@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import offload
-from offload import _auto_measure
+from offload import _auto, _auto_measure
+from offload._auto import AutoSettings
 from offload._auto_measure import AccuracyPolicy
+from offload._loader import load_model
 from offload.errors import NoTensorValueError
 from offload.model.builder import ModelBuilder
 from tests._auto_fakes import (
@@ -22,6 +24,7 @@ from tests._auto_fakes import (
     FLAKY,
     INITS,
     SLOW,
+    TWO_SETTINGS,
     WRONG,
     FakeKernel,
     chain_model,
@@ -394,3 +397,32 @@ def test_seeded_inputs_are_the_same_for_every_candidate():
     a, b = _auto_measure.seeded_inputs(sg, shapes), _auto_measure.seeded_inputs(sg, shapes)
     np.testing.assert_array_equal(a[0], b[0])
     assert a[0].dtype == np.float32 and -1 <= a[0].min() and a[0].max() < 1
+
+
+def test_an_exact_setting_is_a_candidate_of_its_own(monkeypatch, auto_cache):
+    """A delegate's auto_variants are measured beside it: where its default setting misses
+    the accuracy policy, its exact one wins over the CPU reference, labelled by its options."""
+    install(monkeypatch, TWO_SETTINGS)
+    slow_reference(monkeypatch)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    interp.allocate_tensors()
+    summary = interp.auto_selection
+    rows = {row["label"]: row for row in summary["candidates"]}
+    assert rows["settings"]["status"] == "inaccurate"
+    assert rows["settings(exact=True)"]["status"] == "chosen"
+    assert summary["chosen"] == ["settings"]
+    assert interp.delegates[0].options.exact is True
+    # Remembered with its options: a second interpreter takes the exact setting unmeasured.
+    again = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    again.allocate_tensors()
+    assert again.auto_selection["from_cache"] and again.delegates[0].options.exact is True
+
+
+def test_a_variant_the_user_s_options_undo_is_measured_once(monkeypatch, auto_cache):
+    """The user's own options for a delegate win over its variants; one that comes out the
+    same as the plain delegate is not a second candidate."""
+    install(monkeypatch, TWO_SETTINGS)
+    slow_reference(monkeypatch)
+    settings = AutoSettings(budget_s=0.5, delegate_options={"settings": {"exact": False}})
+    delegates, _, _ = _auto.candidate_delegates(load_model(model_content=chain_model()), settings)
+    assert [d.options.exact for d in delegates] == [False]

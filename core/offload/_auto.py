@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -185,27 +186,49 @@ def candidate_delegates(
         variants, why_not = _variants(record.cls, settings)
         if why_not:
             skipped.append({"delegate": record.name, "reason": why_not})
+        extra, why_not = _auto_variants(record.cls)
+        if why_not:
+            skipped.append({"delegate": record.name, "reason": why_not})
         for kind, hardware_options in variants:
-            options = {
-                **_options_for(record.cls, settings, kind),
-                **hardware_options,
-                **settings.delegate_options.get(record.name, {}),
-            }
-            try:
-                delegate = record.cls(options)
-            except Exception as exc:  # one broken delegate must not break the choice
-                reason = f"could not be created: {type(exc).__name__}: {exc}"
-                if kind is not None:
-                    reason = f"on {kind.upper()}: {reason}"
-                skipped.append({"delegate": record.name, "reason": reason})
-                continue
-            found = delegate.capabilities.hardware
-            if kind is not None and found != kind:
-                reason = f"with options {options} it runs on {found.upper()}, not {kind.upper()}"
-                skipped.append({"delegate": record.name, "reason": reason})
-                continue
-            chosen.append(delegate)
+            built: list[dict[str, Any]] = []
+            for extra_options in ({}, *extra):
+                options = {
+                    **_options_for(record.cls, settings, kind),
+                    **hardware_options,
+                    **extra_options,
+                    **settings.delegate_options.get(record.name, {}),
+                }
+                if options in built:
+                    continue  # the user's own options made the variant the plain delegate
+                built.append(options)
+                try:
+                    delegate = record.cls(options)
+                except Exception as exc:  # one broken delegate must not break the choice
+                    reason = f"could not be created: {type(exc).__name__}: {exc}"
+                    if kind is not None:
+                        reason = f"on {kind.upper()}: {reason}"
+                    skipped.append({"delegate": record.name, "reason": reason})
+                    continue
+                found = delegate.capabilities.hardware
+                if kind is not None and found != kind:
+                    reason = (
+                        f"with options {options} it runs on {found.upper()}, not {kind.upper()}"
+                    )
+                    skipped.append({"delegate": record.name, "reason": reason})
+                    continue
+                if extra_options:
+                    _VARIANT_OF[delegate] = extra_options
+                chosen.append(delegate)
     return chosen, skipped, availability
+
+
+def _auto_variants(cls: type[Delegate]) -> tuple[list[dict[str, Any]], str]:
+    """The delegate's declared extra option sets (Delegate.auto_variants), or why none."""
+    try:
+        declared = [dict(v) for v in cls.auto_variants()]
+    except Exception as exc:  # a broken hook must not break the choice
+        return [], f"auto_variants() failed: {type(exc).__name__}: {exc}"
+    return [v for v in declared if v], ""
 
 
 def _static_cost(plan: Plan, delegates: Sequence[Delegate]) -> float:
@@ -217,8 +240,20 @@ def _static_cost(plan: Plan, delegates: Sequence[Delegate]) -> float:
     return cost
 
 
+# The extra options a candidate was built with (Delegate.auto_variants), for its label: two
+# candidates of one delegate are told apart in every report by them.
+_VARIANT_OF: weakref.WeakKeyDictionary[Delegate, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _label(delegates: Sequence[Delegate]) -> str:
-    return "+".join(d.name for d in delegates) or CPU
+    return "+".join(_name(d) for d in delegates) or CPU
+
+
+def _name(delegate: Delegate) -> str:
+    variant = _VARIANT_OF.get(delegate)
+    if not variant:
+        return delegate.name
+    return f"{delegate.name}({', '.join(f'{k}={v}' for k, v in sorted(variant.items()))})"
 
 
 def _plan_trial(model: Model, delegates: list[Delegate], settings: AutoSettings) -> Trial:
@@ -265,6 +300,8 @@ def plan_trials(
             if second is first:
                 continue
             other = second.delegates[0]
+            if other.name == first.delegates[0].name:
+                continue  # two settings of one delegate: a plan names delegates by name
             nodes = first.plan.subgraph.nodes
             if not any(_takes(other, nodes[n], first.plan) for n in left):
                 continue

@@ -246,6 +246,21 @@ class Delegate:
         return {} if cls.CAPABILITIES.hardware == kind else None
 
     @classmethod
+    def auto_variants(cls) -> Sequence[Mapping[str, Any]]:
+        """Option sets ``delegates="auto"`` measures as candidates of their own, beside the
+        delegate with the options it would get anyway.
+
+        Declare settings that change speed but are worth weighing on every model: above all
+        exact ones (the litert delegate's ``kernels="builtin"``, bit-exact with the CPU
+        reference where its default XNNPACK is not), so that auto never falls back to the
+        reference while an engine runs the model within the accuracy policy. Each mapping is
+        merged over the options auto builds the delegate with (the user's own options for
+        the delegate still win); one that comes out the same as another is measured once.
+        The default: none.
+        """
+        return ()
+
+    @classmethod
     def availability(cls) -> Availability:
         """Can this delegate run here? Override to probe hardware or platform."""
         return Availability(True)

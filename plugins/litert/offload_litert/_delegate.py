@@ -322,6 +322,13 @@ class LiteRTDelegate(Delegate):
     def options_for_hardware(cls, kind: str) -> dict[str, Any] | None:
         return {"accelerator": kind} if kind in ("cpu", "gpu") else None
 
+    @classmethod
+    def auto_variants(cls) -> tuple[dict[str, Any], ...]:
+        # LiteRT's builtin kernels are the oracle's own numbers: where XNNPACK's rounding puts
+        # a quantized model outside the accuracy policy, auto still has an engine that runs
+        # it exactly, at a fraction of the CPU reference's time.
+        return ({"kernels": "builtin"},)
+
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         reason = (
             offload.check_exportable(node, subgraph)

@@ -426,3 +426,18 @@ def test_a_variant_the_user_s_options_undo_is_measured_once(monkeypatch, auto_ca
     settings = AutoSettings(budget_s=0.5, delegate_options={"settings": {"exact": False}})
     delegates, _, _ = _auto.candidate_delegates(load_model(model_content=chain_model()), settings)
     assert [d.options.exact for d in delegates] == [False]
+
+
+def test_each_candidate_reports_its_error_in_the_policy_s_units(monkeypatch, auto_cache):
+    """auto_selection gives each measured candidate's distance from the reference: an exact
+    one 0, a wrong one by how much it missed (relative to the largest magnitude)."""
+    install(monkeypatch, FAST, WRONG)
+    slow_reference(monkeypatch)
+    interp = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    interp.allocate_tensors()
+    rows = _rows(interp)
+    assert rows["fast"]["error"] == {"relative": 0.0}
+    missed = rows["wrong"]["error"]["relative"]
+    assert missed > interp.auto_selection["accuracy"]["float_relative"]
+    assert rows["wrong"]["status"] == "inaccurate" and f"{missed:.2e}" in rows["wrong"]["reason"]
+    assert "error" not in rows["cpu"]

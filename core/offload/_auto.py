@@ -337,6 +337,8 @@ def _row(trial: Trial) -> dict[str, Any]:
         )
     if trial.prepare_s is not None or trial.first_s is not None:
         row.update(trial.timing())
+    if trial.error is not None:
+        row["error"] = dict(trial.error)
     if trial.notes:
         row["warnings"] = trial.notes[:5]
     return row

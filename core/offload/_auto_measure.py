@@ -140,6 +140,41 @@ class AccuracyPolicy:
                 return f"output {t} ({subgraph.tensors[t].name!r}): {why}"
         return None
 
+    def deviation(
+        self, subgraph: Subgraph, found: Sequence[np.ndarray], expected: Sequence[np.ndarray]
+    ) -> dict[str, float]:
+        """How far ``found`` is from the reference, in the policy's units, over all outputs:
+        ``relative`` (max |a - b| / max |reference| of float outputs) and ``steps`` (of
+        quantized outputs, and of float outputs that dequantize an integer tensor); a unit no
+        output is judged in is left out. Outputs of another shape or dtype, or non-finite
+        values, are not measured here (:meth:`check` names them)."""
+        producers = subgraph.producers()
+        worst: dict[str, float] = {}
+
+        def keep(unit: str, value: float) -> None:
+            worst[unit] = max(worst.get(unit, 0.0), value)
+
+        for t, a, b in zip(subgraph.outputs, found, expected):
+            if a.shape != b.shape or a.dtype != b.dtype or not a.size or a.dtype.kind in "OSUb":
+                continue
+            if a.dtype.kind in "iu":
+                q = subgraph.tensors[t].quantization
+                if q is not None and q.scale.size and q.scale.max() > 0:
+                    keep("steps", float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))))
+                continue
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            finite = np.isfinite(a64) & np.isfinite(b64)
+            if not finite.any():
+                continue
+            diff = float(np.max(np.abs(a64[finite] - b64[finite])))
+            scale = _dequantized_scale(subgraph, producers, t)
+            if scale:
+                keep("steps", diff / scale)
+            else:
+                peak = float(np.max(np.abs(b64[finite])))
+                keep("relative", diff / peak if peak > 0 else diff)
+        return worst
+
     def _output(
         self,
         subgraph: Subgraph,
@@ -252,6 +287,8 @@ class Trial:
     times: list[float] = field(default_factory=list)
     executor: Executor | None = None
     notes: list[str] = field(default_factory=list)
+    # Its first outputs' distance from the reference's (AccuracyPolicy.deviation).
+    error: dict[str, float] | None = None
 
     @property
     def median_s(self) -> float | None:
@@ -363,7 +400,9 @@ def measure(
         if found is None:
             trial.release()
             continue
-        why = policy.check(reference.executor.subgraph, found, expected)  # type: ignore[union-attr]
+        subgraph = reference.executor.subgraph  # type: ignore[union-attr]
+        trial.error = policy.deviation(subgraph, found, expected)
+        why = policy.check(subgraph, found, expected)
         if why:
             trial.status, trial.reason = "inaccurate", why
             trial.release()

@@ -763,7 +763,9 @@ class Interpreter:
         ``accuracy`` (the policy), and ``candidates``: per candidate its delegates, plan
         (partitions, delegated and CPU nodes, bytes copied per invoke, static cost), status
         ("chosen", "measured", "rejected", "failed", "inaccurate", "not measured") with the
-        reason, and its timing (prepare, first run, median, min, max in ms, runs).
+        reason, its timing (prepare, first run, median, min, max in ms, runs), and ``error``:
+        its first outputs' distance from the reference's, ``relative`` (to the largest
+        magnitude) and ``steps`` (quantized outputs), where it ran.
         """
         self._resolve()
         return self._selection.summary

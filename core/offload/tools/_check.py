@@ -306,6 +306,7 @@ def _print_auto(auto: dict[str, Any]) -> None:
                 _ms(c.get("median_ms")),
                 f"{_ms(c.get('min_ms'))}-{_ms(c.get('max_ms'))}" if c.get("runs") else "",
                 c.get("runs", ""),
+                _error(c.get("error")),
                 c["status"],
             ]
         )
@@ -319,6 +320,7 @@ def _print_auto(auto: dict[str, Any]) -> None:
         "median ms",
         "spread ms",
         "runs",
+        "error",
         "status",
     ]
     if rows:
@@ -328,6 +330,19 @@ def _print_auto(auto: dict[str, Any]) -> None:
             print(f"  {c['label']}: {c['status']}: {c['reason']}")
     for entry in auto.get("skipped", []):
         print(f"  {entry['delegate']}: not a candidate: {entry['reason']}")
+
+
+def _error(error: dict[str, float] | None) -> str:
+    """A candidate's measured error as the table shows it: relative and steps, the reference
+    itself (no figure) blank."""
+    if not error:
+        return "" if error is None else "0"
+    parts = []
+    if "relative" in error:
+        parts.append(f"{error['relative']:.1e} rel")
+    if "steps" in error:
+        parts.append(f"{error['steps']:g} steps")
+    return ", ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:

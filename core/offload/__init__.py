@@ -4,6 +4,7 @@ The public API is what ``__all__`` lists; everything in underscore modules is pr
 """
 
 from offload import cache, compiled_model, errors, geometry, interpreter, quant
+from offload._admission import check_engine_node
 from offload._auto_cache import clear_auto_cache
 from offload._capabilities import (
     Capabilities,
@@ -80,6 +81,7 @@ __all__ = [
     "TensorComparison",
     "cache",
     "capability_matrix",
+    "check_engine_node",
     "check_exportable",
     "clear_auto_cache",
     "compiled_model",

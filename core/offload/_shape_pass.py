@@ -19,16 +19,23 @@ import numpy as np
 
 from offload._graph import Subgraph, Tensor
 from offload._partition import check_execution_order
-from offload.errors import MemoryBudgetError, OffloadError, TensorShapeError
+from offload.errors import (
+    MemoryBudgetError,
+    OffloadError,
+    TensorShapeError,
+    UnsupportedOpError,
+)
 from offload.ops import kernel_class
 from offload.ops._base import Shape, ShapeContext
 from offload.ops._types import check_node_types
+from offload.quant import rescale_limit
 
 __all__ = [
     "DEFAULT_MAX_TENSOR_BYTES",
     "ConstantOf",
     "PropagatedShapes",
     "budgeted",
+    "check_rescales",
     "check_tensor_size",
     "check_types",
     "correct_declared_shapes",
@@ -180,6 +187,16 @@ def check_types(subgraph: Subgraph) -> None:
             check_node_types(node, subgraph.tensors, declared)
 
 
+def check_rescales(subgraph: Subgraph) -> None:
+    """Raise UnsupportedOpError at the first node whose quantization scales LiteRT's Prepare
+    aborts the process on or refuses (:func:`offload.quant.rescale_limit`): LiteRT does not
+    run such a model, so neither does offload, on the CPU reference or on any delegate."""
+    for node in subgraph.nodes:
+        limit = rescale_limit(node, subgraph)
+        if limit is not None and limit.stage == "prepare":
+            raise UnsupportedOpError(f"{node.describe()}: {limit.message}")
+
+
 def correct_declared_shapes(
     subgraph: Subgraph, constant_of: ConstantOf, max_tensor_bytes: int | None
 ) -> tuple[Subgraph, list[dict[str, Any]]]:
@@ -195,6 +212,7 @@ def correct_declared_shapes(
     """
     check_execution_order(subgraph)  # shapes are propagated in file order
     check_types(subgraph)
+    check_rescales(subgraph)
     propagated = propagate_shapes(
         subgraph, [t.shape for t in subgraph.tensors], constant_of, max_tensor_bytes
     )

@@ -38,22 +38,25 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-from offload._graph import Quantization, Tensor
+from offload._graph import Node, Quantization, Subgraph, Tensor
 
 __all__ = [
     "QUANTIZED_TYPES",
     "AddParams",
     "Quantization",
+    "RescaleLimit",
     "activation_range_quantized",
     "add_int8",
     "add_params",
     "add_reference",
     "channel_scales",
+    "checked_log2",
     "conv_multipliers",
     "depthwise_vector_channels",
     "dequantize",
@@ -70,6 +73,7 @@ __all__ = [
     "requantize",
     "requantize_conv",
     "requantize_depthwise",
+    "rescale_limit",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",
     "scale_zero_point",
@@ -659,3 +663,275 @@ def _fivefold_runs(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, bool] |
     if y[4] > 1:
         return y[4], False
     return y[3], True
+
+
+# --- what LiteRT's kernels take: their multipliers at the scale edges ---------------------
+#
+# Each requantizing op's LiteRT Prepare forms fixed-point multipliers from the scales of its
+# tensors, and some of them must lie in a range: QuantizeMultiplierSmallerThanOneExp
+# (tflite/kernels/internal/quantization_util.cc) aborts the process (TFLITE_CHECK) unless its
+# multiplier is in (0, 1) with a shift <= 0 once rounded; other kernels refuse the node
+# (TF_LITE_ENSURE). Those that pass may still overflow an integer register at run time, so
+# that LiteRT's answer at the edge of the input range is a wrapped value that no other engine
+# reproduces. :func:`rescale_limit` is that rule, one entry per op, for the CPU reference (which
+# refuses what LiteRT's Prepare refuses) and every engine delegate (which declines it).
+
+
+@dataclass(frozen=True)
+class RescaleLimit:
+    """Why LiteRT's kernel cannot take a node's quantization scales as they are.
+
+    ``stage`` is ``"prepare"`` where LiteRT's Prepare aborts the process or refuses the node,
+    ``"overflow"`` where it runs but a register of its kernel can overflow at the ends of the
+    input range, where only LiteRT's builtin kernels give LiteRT's answer.
+    ``message`` names the multiplier, the scales and LiteRT's condition.
+    """
+
+    stage: Literal["prepare", "overflow"]
+    message: str
+
+
+def checked_log2(x: float) -> tuple[bool, int]:
+    """TFLite's CheckedLog2: (is x a power of two within 1e-3 in log space, rounded log2)."""
+    log = math.log2(x)
+    rounded = round(log)
+    return abs(log - rounded) < 1e-3, int(rounded)
+
+
+# The register LiteRT's optimized 8-bit ADD, SUB and MUL hold a rescaled result in before they
+# add the output zero point (int16 lanes: vqmovn_s32 saturates, the vaddq_s16 that follows
+# wraps), and the int32 every kernel left-shifts by a positive multiplier exponent.
+_INT16_LANE = 1 << 15
+_INT32_LIMIT = 1 << 31
+
+
+def _f32(x: float) -> np.float32:
+    return np.float32(x)
+
+
+def _fmul(a: float, b: float) -> float:
+    """a * b in float32 arithmetic, as C++ multiplies two floats (inf on overflow)."""
+    with np.errstate(all="ignore"):
+        return float(_f32(a) * _f32(b))
+
+
+def _fdiv(a: float, b: float) -> float:
+    with np.errstate(all="ignore"):
+        return float(_f32(a) / _f32(b))
+
+
+def _span(t: Tensor) -> int:
+    """The largest |q - zero_point| over the tensor's type: the integer LiteRT's kernels
+    start from at the edge of the input range."""
+    lo, hi = dtype_range(t.dtype)
+    z = scale_zero_point(t)[1]
+    return max(abs(lo - z), abs(hi - z))
+
+
+def _below_one(m: float) -> bool:
+    """What QuantizeMultiplierSmallerThanOneExp takes without aborting: 0 < m < 1, and a
+    shift <= 0 after rounding (a mantissa that rounds up to 1 raises it to 1)."""
+    return math.isfinite(m) and 0.0 < m < 1.0 and quantize_multiplier(m)[1] <= 0
+
+
+def _left_shift_overflows(acc: float, m: float) -> bool:
+    """Whether ``acc`` (the largest magnitude the kernel holds before multiplying by ``m``)
+    leaves int32 when MultiplyByQuantizedMultiplier shifts it left by m's exponent; a
+    non-finite ``m`` is quantized to garbage (its cast to int64 is undefined)."""
+    if not math.isfinite(m):
+        return True
+    shift = quantize_multiplier(m)[1] if m > 0 else 0
+    return acc * 2.0 ** max(shift, 0) >= _INT32_LIMIT
+
+
+def _add_sub_limit(
+    op: str, a: Tensor, b: Tensor, out: Tensor, options: Mapping[str, Any]
+) -> RescaleLimit | None:
+    """add.cc / sub.cc Prepare: both inputs onto twice the larger input scale at
+    ``left_shift`` bits (20 for 8-bit, 15 for int16), the sum back to the output scale."""
+    s1, s2, so = (float(scale_zero_point(t)[0]) for t in (a, b, out))
+    if out.dtype == np.int16 and options.get("pot_scale_int16", True):
+        pots = [s > 0 and math.isfinite(s) and checked_log2(s)[0] for s in (s1, s2, so)]
+        if all(pots):
+            return None  # the power-of-two path: shifts, no multipliers
+    left_shift = 15 if out.dtype == np.int16 else 20
+    # ``2 * std::max(float, float)`` and ``(1 << left_shift) * output scale`` are float
+    # products in LiteRT (overflow to inf), divided in double.
+    twice_max = _fmul(2.0, max(s1, s2))
+    denominator = _fmul(float(1 << left_shift), so)
+    with np.errstate(all="ignore"):
+        m1 = float(np.float64(s1) / twice_max)
+        m2 = float(np.float64(s2) / twice_max)
+        m_out = float(np.float64(twice_max) / denominator)
+    scales = f"input scales {s1!r} and {s2!r}, output scale {so!r}"
+    for k, m in ((1, m1), (2, m2)):
+        if not _below_one(m):
+            return RescaleLimit(
+                "prepare",
+                f"expected LiteRT's input {k} multiplier, scale / (2 * max(input scales)), in "
+                f"(0, 1) (its Prepare aborts the process otherwise), found {m!r} from {scales}",
+            )
+    # SUB takes an output multiplier above 1 (QuantizeMultiplierGreaterThanOne); ADD does not.
+    if not (op == "SUB" and m_out > 1) and not _below_one(m_out):
+        return RescaleLimit(
+            "prepare",
+            f"expected LiteRT's output multiplier, 2 * max(input scales) / (2**{left_shift} * "
+            f"output scale), in (0, 1){' or above 1' if op == 'SUB' else ''} (its Prepare "
+            f"aborts the process otherwise), found {m_out!r} from {scales}",
+        )
+    acc = (_span(a) * m1 + _span(b) * m2) * (1 << left_shift)
+    lane = out.dtype.itemsize == 1 and acc * m_out >= _INT16_LANE
+    if lane or _left_shift_overflows(acc, m_out):
+        return RescaleLimit(
+            "overflow",
+            f"expected the rescaled {op} within the int16 lanes (8-bit) and int32 of LiteRT's "
+            f"kernel, found it reaching {acc * m_out:.3g} from {scales}: LiteRT's answer "
+            "wraps",
+        )
+    return None
+
+
+def _mul_limit(a: Tensor, b: Tensor, out: Tensor) -> RescaleLimit | None:
+    """mul.cc Prepare: QuantizeMultiplier(s1 * s2 / s_out), in float; it never aborts."""
+    s1, s2, so = (float(scale_zero_point(t)[0]) for t in (a, b, out))
+    m = _fdiv(_fmul(s1, s2), so)
+    acc = float(_span(a) * _span(b))
+    lane = out.dtype.itemsize == 1 and acc * m >= _INT16_LANE
+    if lane or _left_shift_overflows(acc, m):
+        return RescaleLimit(
+            "overflow",
+            f"expected the rescaled MUL within the int16 lanes (8-bit) and int32 of LiteRT's "
+            f"kernel, found its multiplier {m!r} taking the product to {acc * m:.3g} (input "
+            f"scales {s1!r} and {s2!r}, output scale {so!r}): LiteRT's answer wraps",
+        )
+    return None
+
+
+def _squared_difference_limit(a: Tensor, b: Tensor, out: Tensor) -> RescaleLimit | None:
+    """squared_difference.cc Prepare (int8): inputs onto twice the larger scale at 7 bits, the
+    square back by (2 * max)**2 / (2**14 * s_out); every multiplier below 1 or it aborts."""
+    if out.dtype != np.int8:
+        return None
+    s1, s2, so = (float(scale_zero_point(t)[0]) for t in (a, b, out))
+    twice_max = _fmul(2.0, max(s1, s2))
+    denominator = _fmul(float(1 << 14), so)
+    with np.errstate(all="ignore"):
+        ms = (
+            float(np.float64(s1) / twice_max),
+            float(np.float64(s2) / twice_max),
+            float(np.float64(twice_max) * twice_max / denominator),
+        )
+    for what, m in zip(("input 1", "input 2", "output"), ms):
+        if not _below_one(m):
+            return RescaleLimit(
+                "prepare",
+                f"expected LiteRT's {what} multiplier"
+                + (", (2 * max(input scales))**2 / (2**14 * output scale)," * (what == "output"))
+                + f" in (0, 1) (its Prepare aborts the process otherwise), found {m!r} from "
+                f"input scales {s1!r} and {s2!r}, output scale {so!r}",
+            )
+    return None
+
+
+def _hard_swish_limit(x: Tensor, out: Tensor) -> RescaleLimit | None:
+    """activations.cc HardSwishPrepare (8-bit): the output multiplier s_in / 128 / s_out, in
+    float, must have an exponent <= 0 (TF_LITE_ENSURE: the node is refused)."""
+    if out.dtype.itemsize != 1:
+        return None
+    s_in, so = (float(scale_zero_point(t)[0]) for t in (x, out))
+    m = _fdiv(_fmul(1.0 / 128.0, s_in), so)
+    if math.isfinite(m) and m > 0 and quantize_multiplier(m)[1] > 0:
+        return RescaleLimit(
+            "prepare",
+            f"expected LiteRT's output multiplier, input scale / 128 / output scale, below 1 "
+            f"(its Prepare refuses the node otherwise), found {m!r} from input scale "
+            f"{s_in!r}, output scale {so!r}",
+        )
+    if not math.isfinite(m):
+        return RescaleLimit(
+            "overflow",
+            f"expected a finite output multiplier, input scale / 128 / output scale, found "
+            f"{m!r} from input scale {s_in!r}, output scale {so!r}",
+        )
+    return None
+
+
+def _concatenation_limit(inputs: Sequence[Tensor], out: Tensor) -> RescaleLimit | None:
+    """concatenation.cc Prepare (int8): every input on the output's scale and zero point
+    (TF_LITE_ENSURE_EQ: the node is refused); int16 and uint8 take any scales."""
+    if out.dtype != np.int8:
+        return None
+    so, zo = scale_zero_point(out)
+    for k, t in enumerate(inputs):
+        s, z = scale_zero_point(t)
+        if s != so or z != zo:
+            return RescaleLimit(
+                "prepare",
+                f"expected every input on the output's scale {float(so)!r} and zero point "
+                f"{zo} (LiteRT's int8 CONCATENATION does not rescale: its Prepare refuses the "
+                f"node), found scale {float(s)!r} and zero point {z} on input {k}",
+            )
+    return None
+
+
+def _reduce_limit(op: str, x: Tensor, out: Tensor) -> RescaleLimit | None:
+    """reduce.cc PrepareMeanOrSum: QuantizeMultiplier(s_in / s_out), which never aborts; the
+    sum of the reduced elements is shifted left by its exponent in int32. MEAN's kernels
+    divide the multiplier by the count first (a smaller shift), so for MEAN this bound
+    declines a little more than it must."""
+    s_in, so = (float(scale_zero_point(t)[0]) for t in (x, out))
+    with np.errstate(all="ignore"):
+        m = float(np.float64(s_in) / np.float64(so))
+    count = max(1, math.prod(x.shape) // max(1, math.prod(out.shape)))
+    acc = float(count * _span(x))
+    if _left_shift_overflows(acc, m):
+        return RescaleLimit(
+            "overflow",
+            f"expected the {op} of {count} elements, shifted left by the exponent of LiteRT's "
+            f"multiplier {m!r}, within int32, found it past (input scale {s_in!r}, output "
+            f"scale {so!r}): LiteRT's answer wraps",
+        )
+    return None
+
+
+def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
+    """Why LiteRT's kernel cannot take ``node``'s quantization scales as they are, or None.
+
+    One rule per requantizing op, from the multipliers LiteRT's Prepare forms: ADD, SUB,
+    SQUARED_DIFFERENCE (its Prepare aborts the process), HARD_SWISH, CONCATENATION (it refuses
+    the node), MUL, MEAN, SUM (they run, and overflow past the bounds given in each
+    message). The CPU reference raises where the stage is ``"prepare"``, as LiteRT would;
+    an engine delegate declines the node at either stage (``offload.check_engine_node``),
+    LiteRT's own builtin kernels excepted at ``"overflow"``, where theirs is the answer.
+    Nodes whose tensors are not quantized, or do not have the types the op takes, get None
+    (the type checks say the rest).
+    """
+    count = len(subgraph.tensors)
+    if not node.outputs or not 0 <= node.outputs[0] < count:
+        return None
+    out = subgraph.tensors[node.outputs[0]]
+    data = [
+        subgraph.tensors[t] if 0 <= t < count else None
+        for t in (node.inputs if node.op == "CONCATENATION" else node.inputs[:2])
+    ]
+    if node.op in ("MEAN", "SUM", "HARD_SWISH"):
+        data = data[:1]
+    tensors = [*data, out]
+    if not data or not all(
+        t is not None and is_quantized(t) and t.dtype == out.dtype for t in tensors
+    ):
+        return None
+    ready = [t for t in tensors if t is not None]
+    if node.op in ("ADD", "SUB") and len(ready) == 3:
+        return _add_sub_limit(node.op, ready[0], ready[1], out, node.options)
+    if node.op == "MUL" and len(ready) == 3:
+        return _mul_limit(ready[0], ready[1], out)
+    if node.op == "SQUARED_DIFFERENCE" and len(ready) == 3:
+        return _squared_difference_limit(ready[0], ready[1], out)
+    if node.op == "HARD_SWISH":
+        return _hard_swish_limit(ready[0], out)
+    if node.op == "CONCATENATION":
+        return _concatenation_limit(ready[:-1], out)
+    if node.op in ("MEAN", "SUM"):
+        return _reduce_limit(node.op, ready[0], out)
+    return None

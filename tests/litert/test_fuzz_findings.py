@@ -62,14 +62,16 @@ def test_strided_slice_without_strides_is_a_typed_error() -> None:
     assert "STRIDED_SLICE" in result["message"] and "input 3" in result["message"]
 
 
-def test_add_whose_rescale_reaches_one_stays_on_the_cpu() -> None:
+def test_add_whose_rescale_reaches_one_is_a_typed_error() -> None:
     """Case 306988: an int8 ADD whose input scale was rewritten to 1e30, so LiteRT's output
     multiplier passes 1 and its QuantizeMultiplierSmallerThanOneExp aborted the process. The
-    litert delegate declines that ADD, with the reason, and the CPU reference runs it."""
+    litert delegate declines that ADD, and the model, which LiteRT does not run, is an
+    UnsupportedOpError at allocate_tensors naming the multiplier and the scales (issue 37)."""
     result = _replay(306988)
-    assert result["outcome"] == "ok", result
-    reasons = result["fallback"]["ADD"]["reasons"]["litert"]
-    assert any("2 * max(input scales) < 2**20 * output scale" in r for r in reasons)
+    assert result["outcome"] == "UnsupportedOpError", result
+    message = result["message"]
+    assert "output multiplier, 2 * max(input scales) / (2**20 * output scale)" in message
+    assert "1.0000000150474662e+30" in message
 
 
 def test_lstm_without_a_gate_bias_stays_on_the_cpu() -> None:

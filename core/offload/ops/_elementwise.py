@@ -9,7 +9,6 @@ so results round where LiteRT's do.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
@@ -35,7 +34,13 @@ from offload.ops._quant import (
     rounding_divide_by_pot,
     scale_zp,
 )
-from offload.quant import QUANTIZED_TYPES, add_params, add_reference, is_quantized
+from offload.quant import (
+    QUANTIZED_TYPES,
+    add_params,
+    add_reference,
+    checked_log2,
+    is_quantized,
+)
 
 __all__ = [
     "BinaryOp",
@@ -55,13 +60,6 @@ __all__ = [
 _FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
 
 QuantizedFn = Callable[..., np.ndarray]
-
-
-def checked_log2(x: float) -> tuple[bool, int]:
-    """TFLite's CheckedLog2: (is x a power of two within 1e-3 in log space, rounded log2)."""
-    log = math.log2(x)
-    rounded = round(log)
-    return abs(log - rounded) < 1e-3, int(rounded)
 
 
 # The clamp bounds of the fused activations that are clamps, within float32's finite range.

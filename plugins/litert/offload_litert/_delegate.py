@@ -11,7 +11,6 @@ import ctypes
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import PositiveInt, field_validator
 
 import offload
@@ -52,7 +51,6 @@ _DTYPES: tuple[DTypeName, ...] = (
     "string",
 )
 _MODEL_TYPES: tuple[ModelType, ...] = ("float32", "float16", "dynamic_range", "int8", "qat")
-_TINY = np.finfo(np.float32).tiny
 
 
 def capabilities() -> Capabilities:
@@ -120,54 +118,6 @@ class LiteRTOptions(DelegateOptions):
         if isinstance(value, Mapping):
             return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
         return value
-
-
-def _scale_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-    """Why a quantization scale of the node's tensors would break LiteRT, or None.
-
-    A zero scale is how a converter says "not quantized". Anything else must be a positive
-    normal float32: on a subnormal one LiteRT's XNNPACK path crashes the process (found by
-    fuzzing: a QUANTIZE to scale 1e-45 segfaults in AllocateTensors), and the offload CPU
-    reference, which computes such a node, is the safe place for it.
-    """
-    tensors = [subgraph.tensors[t] if t >= 0 else None for t in (*node.inputs, *node.outputs)]
-    found = offload.quant.unusable_scale(tensors)
-    if found is None:
-        return None
-    return (
-        f"tensor {found[0]} has quantization scale {found[1]!r}; LiteRT needs finite positive "
-        f"scales of at least {_TINY:.3g} (its XNNPACK path crashes on a subnormal one)"
-    )
-
-
-def _add_multiplier_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-    """Why LiteRT would abort the process on this integer ADD or SUB, or None.
-
-    LiteRT rescales both inputs to twice the larger input scale and the sum back to the output
-    by ``2 * max_scale / (2**left_shift * out_scale)``, which its
-    QuantizeMultiplierSmallerThanOneExp requires to be below 1: it aborts otherwise (found by
-    fuzzing: an input scale rewritten to 1e30). The CPU reference computes such a node.
-    """
-    if node.op not in ("ADD", "SUB") or len(node.inputs) < 2 or not node.outputs:
-        return None
-    tensors = [subgraph.tensors[t] for t in (*node.inputs[:2], node.outputs[0]) if t >= 0]
-    if len(tensors) != 3 or any(t.dtype.kind not in "iu" for t in tensors):
-        return None
-    scales = []
-    for t in tensors:
-        q = t.quantization
-        if q is None or not q.scale.size:
-            return None
-        scales.append(float(q.scale.reshape(-1)[0]))
-    left_shift = 15 if tensors[0].dtype == np.int16 else 20
-    twice_max = 2 * max(scales[0], scales[1])
-    if scales[2] > 0 and twice_max / ((1 << left_shift) * scales[2]) < 1:
-        return None
-    return (
-        f"output scale {scales[2]!r} against input scales {scales[0]!r} and {scales[1]!r}: "
-        f"LiteRT needs 2 * max(input scales) < 2**{left_shift} * output scale (it aborts the "
-        "process otherwise)"
-    )
 
 
 def _lstm_bias_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
@@ -330,13 +280,24 @@ class LiteRTDelegate(Delegate):
         return ({"kernels": "builtin"},)
 
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-        reason = (
-            offload.check_exportable(node, subgraph)
-            or _scale_reason(node, subgraph)
-            or _add_multiplier_reason(node, subgraph)
-            or _lstm_bias_reason(node, subgraph)
-            or self._orphan_reason(node, subgraph)
+        opts: LiteRTOptions = self.options
+        # Only LiteRT's builtin kernels give LiteRT's answer where its integer registers
+        # overflow: XNNPACK, the GPU and a C delegate each give their own.
+        builtin = (
+            opts.kernels == "builtin"
+            and opts.accelerator == "cpu"
+            and not opts.external_delegate_path
         )
+        engine = (
+            "LiteRT's builtin kernels"
+            if builtin
+            else "the C delegate"
+            if opts.external_delegate_path
+            else f"LiteRT's {'GPU accelerator' if opts.accelerator == 'gpu' else 'XNNPACK'}"
+        )
+        reason = offload.check_engine_node(
+            node, subgraph, engine=engine, state=True, litert_builtin=builtin
+        ) or _lstm_bias_reason(node, subgraph)
         if reason is None and self.options.accelerator == "gpu":
             state = [t for t in node.inputs if t >= 0 and subgraph.tensors[t].is_variable]
             if state:
@@ -345,26 +306,6 @@ class LiteRTDelegate(Delegate):
                     "does not load models with variable tensors; use accelerator='cpu'"
                 )
         return reason
-
-    def _orphan_reason(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-        """A runtime input nothing gives a value: not a model input, constant or variable, and
-        written by no node. The CPU reference stops on it with a typed error; LiteRT reads
-        whatever its buffer holds, and its integer LSTM crashes at prepare on such weights
-        (found by fuzzing: a weight tensor whose buffer index was rewritten)."""
-        cached = getattr(self, "_sourced", None)
-        if cached is None or cached[0] is not subgraph:
-            sourced = {t for n in subgraph.nodes for t in n.outputs}
-            sourced.update(subgraph.inputs)
-            sourced.update(t.index for t in subgraph.tensors if t.is_constant or t.is_variable)
-            cached = self._sourced = (subgraph, sourced)
-        for t in node.inputs:
-            if t >= 0 and t not in cached[1]:
-                name = subgraph.tensors[t].name
-                return (
-                    f"input tensor {t} ({name!r}) has no value: it is not a model input, a "
-                    "constant or a variable, and no node writes it"
-                )
-        return None
 
     def create_kernel(self) -> offload.DelegateKernel:
         if self.options.accelerator == "gpu":

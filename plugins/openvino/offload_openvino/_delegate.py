@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import numpy as np
 from pydantic import NonNegativeInt, field_validator, model_validator
 
 import offload
@@ -44,7 +43,6 @@ _FLOAT_NOTE = (
     "in float with dequantized weights (dynamic_range='float'); the numbers differ from "
     "LiteRT's hybrid kernels, which quantize activations on the fly"
 )
-_TINY = np.finfo(np.float32).tiny
 
 
 def capabilities(dynamic_range: str = "refuse") -> Capabilities:
@@ -206,31 +204,10 @@ class OpenVINODelegate(Delegate):
 
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         return (
-            offload.check_exportable(node, subgraph)
+            offload.check_engine_node(node, subgraph, engine="OpenVINO")
             or _type_reason(node, subgraph)
             or _options_reason(node)
-            or _state_reason(node, subgraph)
-            or _scale_reason(node, subgraph)
-            or self._orphan_reason(node, subgraph)
         )
-
-    def _orphan_reason(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-        """A runtime input nothing gives a value (not a model input, constant or variable, and
-        written by no node): the CPU reference stops on it with a typed error, where an
-        exported model would hand OpenVINO a tensor with no data and no producer."""
-        cached = getattr(self, "_sourced", None)
-        if cached is None or cached[0] is not subgraph:
-            sourced = {t for n in subgraph.nodes for t in n.outputs}
-            sourced.update(subgraph.inputs)
-            sourced.update(t.index for t in subgraph.tensors if t.is_constant or t.is_variable)
-            cached = self._sourced = (subgraph, sourced)
-        for t in node.inputs:
-            if t >= 0 and t not in cached[1]:
-                return (
-                    f"input tensor {t} ({subgraph.tensors[t].name!r}) has no value: it is not a "
-                    "model input, a constant or a variable, and no node writes it"
-                )
-        return None
 
     def compile_config(self) -> dict[str, Any]:
         """The properties compile_model gets, those the device takes."""
@@ -274,30 +251,6 @@ class OpenVINODelegate(Delegate):
         config = self.compile_config()
         settings = {"device": self.device, "config": config}
         return OpenVINOKernel(self.device, config, settings, self.cache())
-
-
-def _state_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-    state = [t for t in node.inputs if t >= 0 and subgraph.tensors[t].is_variable]
-    if state:
-        return (
-            f"input tensor {state[0]} is a variable (state kept across invokes), which "
-            "OpenVINO's TensorFlow Lite frontend does not carry"
-        )
-    return None
-
-
-def _scale_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-    """Why a quantization scale of the node's tensors is one no runtime should be handed: zero
-    says "not quantized", anything else must be a positive normal float32 (the CPU reference
-    computes the rest, and says so where the model is invalid)."""
-    tensors = [subgraph.tensors[t] if t >= 0 else None for t in (*node.inputs, *node.outputs)]
-    found = offload.quant.unusable_scale(tensors)
-    if found is None:
-        return None
-    return (
-        f"tensor {found[0]} has quantization scale {found[1]!r}; OpenVINO is handed only "
-        f"finite positive scales of at least {_TINY:.3g}"
-    )
 
 
 def _type_reason(node: offload.Node, subgraph: offload.Subgraph) -> str | None:

@@ -1,0 +1,277 @@
+"""Quantization scales at the edges (issue 37): no engine crashes the process, what LiteRT
+refuses or aborts on is a typed error at allocate_tensors, and an engine that would answer
+otherwise than LiteRT's builtin kernels declines the node.
+
+``tests/fixtures/litert_scale_edges.json`` records what LiteRT does with each one-op case of
+``tests/_scale_edges.py`` (``scripts/probe_scale_edges.py`` writes it). The rule
+(:func:`offload.quant.rescale_limit`) and the CPU reference are held to it here in this
+process; the engines run in child processes, so a regression aborts only a child and the
+test fails with the case named.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import offload
+from offload.errors import UnsupportedOpError
+from offload.model import ModelBuilder
+from offload.quant import rescale_limit
+from tests._scale_edges import ROOT, Case, build, cases, run_cases, sample
+
+RECORD = json.loads((Path(__file__).parent / "fixtures" / "litert_scale_edges.json").read_text())[
+    "cases"
+]
+ALL = {case.key: case for case in cases()}
+
+
+def _builtin(case: Case) -> dict:
+    return RECORD[case.key]["litert_builtin"]
+
+
+def _type_refusal(entry: dict) -> bool:
+    """LiteRT refused the case's tensor type (int16 SQUARED_DIFFERENCE, HARD_SWISH), not its
+    scales: offload's type declarations say so (tests/test_op_types.py)."""
+    return entry["outcome"] == "refused" and "support" in entry["message"]
+
+
+def _stage(case: Case) -> str | None:
+    model = offload.load_model(model_content=build(case))
+    limit = rescale_limit(model.main.nodes[0], model.main)
+    return None if limit is None else limit.stage
+
+
+def test_record_covers_every_case():
+    """The record holds every case the module builds: rerun the probe when they change."""
+    assert set(RECORD) == set(ALL)
+
+
+def test_rule_says_prepare_exactly_where_litert_aborts_or_refuses():
+    """rescale_limit's "prepare" stage is where LiteRT's Prepare aborted the process or refused
+    the node for its scales, and nowhere else."""
+    wrong = []
+    for key, case in ALL.items():
+        entry = _builtin(case)
+        if _type_refusal(entry):
+            continue
+        expected = "prepare" if entry["outcome"] in ("crash", "refused") else None
+        stage = _stage(case)
+        if (stage == "prepare") != (expected == "prepare"):
+            wrong.append(f"{key}: LiteRT {entry['outcome']}, rule {stage}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_xnnpack_differs_only_where_the_rule_declines():
+    """Where XNNPACK's answer is more than a rounding step from the builtin kernels', the rule
+    has a stage, so engine delegates decline the node."""
+    missed = []
+    for key, case in ALL.items():
+        xnnpack = RECORD[key]["litert_xnnpack"]
+        if xnnpack.get("max_diff", 0) > 1 and _stage(case) is None:
+            missed.append(f"{key}: XNNPACK differs by {xnnpack['max_diff']}")
+    assert not missed, "\n".join(missed)
+
+
+def test_cpu_reference_refuses_what_litert_refuses():
+    """The CPU reference raises UnsupportedOpError at allocate_tensors, naming the scales,
+    wherever LiteRT's Prepare aborted or refused on the scales: it returns no numbers."""
+    checked = 0
+    for case in ALL.values():
+        entry = _builtin(case)
+        if entry["outcome"] == "ok" or _type_refusal(entry):
+            continue
+        interp = offload.Interpreter(model_content=build(case), delegates=[])
+        with pytest.raises(UnsupportedOpError, match="expected LiteRT's|expected every input"):
+            interp.allocate_tensors()
+        checked += 1
+    assert checked > 50
+
+
+def test_engine_helper_declines_overflow_except_on_litert_builtin():
+    """check_engine_node declines a node whose LiteRT kernel overflows on every engine but
+    LiteRT's builtin kernels, whose answer there is the reference's; what LiteRT aborts on
+    every engine declines."""
+    overflow = offload.load_model(model_content=build(Case("MUL", "int8", "output", 5)))
+    node, sg = overflow.main.nodes[0], overflow.main
+    assert offload.check_engine_node(node, sg, engine="X", litert_builtin=True) is None
+    reason = offload.check_engine_node(node, sg, engine="X")
+    assert reason is not None and "wraps; X would not give that answer" in reason
+    aborts = offload.load_model(
+        model_content=build(Case("SQUARED_DIFFERENCE", "int8", "split", 20))
+    )
+    node, sg = aborts.main.nodes[0], aborts.main
+    reason = offload.check_engine_node(node, sg, engine="X", litert_builtin=True)
+    assert reason is not None and "aborts the process" in reason
+
+
+def test_engine_helper_declines_state_and_orphans():
+    """Variables are declined unless the engine carries state; an input nothing writes is
+    declined on every engine."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 4))
+    v = b.add_tensor("v", (1, 4), is_variable=True)
+    orphan = b.add_tensor("orphan", (1, 4))
+    y = b.add_tensor("y", (1, 4))
+    z = b.add_tensor("z", (1, 4))
+    b.add_operator("ADD", [x, v], [y])
+    b.add_operator("ADD", [y, orphan], [z])
+    b.add_output(z)
+    sg = offload.load_model(model_content=b.build()).main
+    reason = offload.check_engine_node(sg.nodes[0], sg, engine="X")
+    assert reason is not None and "is a variable" in reason and "X does not carry" in reason
+    assert offload.check_engine_node(sg.nodes[0], sg, engine="X", state=True) is None
+    reason = offload.check_engine_node(sg.nodes[1], sg, engine="X", state=True)
+    assert reason is not None and "has no value" in reason
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # SUM's NaN casts, part of the gap
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 37 item 1: at the overflow edge the CPU reference does not yet reproduce "
+    "LiteRT's wrapped integer answers (ADD, SUB, MUL, MEAN, SUM)",
+)
+def test_cpu_reference_gives_litert_answer_at_overflow_edges():
+    """Where LiteRT answers, the CPU reference gives LiteRT's builtin kernels' answer."""
+    wrong = []
+    for key, case in ALL.items():
+        entry = _builtin(case)
+        if entry["outcome"] != "ok":
+            continue
+        interp = offload.Interpreter(model_content=build(case), delegates=[])
+        interp.allocate_tensors()
+        for seed, d in enumerate(interp.get_input_details()):
+            interp.set_tensor(d["index"], sample(tuple(d["shape"]), case.dtype, seed))
+        try:
+            interp.invoke()
+        except offload.errors.OffloadError as exc:
+            wrong.append(f"{key}: {type(exc).__name__}")
+            continue
+        got = interp.get_tensor(interp.get_output_details()[0]["index"]).ravel().tolist()
+        if got != entry["values"]:
+            wrong.append(key)
+    assert not wrong, "\n".join(wrong)
+
+
+# -- the engines, in child processes ---------------------------------------------------------
+
+_HAS_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
+_HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
+ENGINES = [
+    *(["offload_default", "offload_litert_builtin", "offload_litert_xnnpack"] * _HAS_LITERT),
+    *(["offload_openvino"] * _HAS_OPENVINO),
+]
+# A sample of the record, kept small: every op and type, the scales split evenly or skewed
+# between the inputs, ratios at both ends and around where LiteRT's kernels change behaviour.
+SAMPLE = [
+    case
+    for case in ALL.values()
+    if case.placement in ("split", "skew") and case.exponent in (-30, 0, 5, 10, 30)
+]
+
+
+def _child_env(tmp_path: Path) -> dict[str, str]:
+    # The engines' caches (OpenVINO's compiled models, auto's choices) stay out of the user's.
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+@pytest.mark.skipif(not ENGINES, reason="neither ai-edge-litert nor openvino is installed")
+def test_no_engine_crashes_and_each_follows_litert(tmp_path: Path):
+    """On offload's default path, litert (builtin, XNNPACK) and openvino: no case kills the
+    process; where LiteRT aborted or refused, a typed offload error; where it answered, an
+    answer, which is LiteRT's builtin kernels' (within XNNPACK's and OpenVINO's rounding
+    step) wherever a delegate ran the node. (The CPU reference's answers at the overflow
+    edge are the xfail above.)"""
+    work = [(case, engine) for case in SAMPLE for engine in ENGINES]
+    results = run_cases(work, timeout=300, env=_child_env(tmp_path))
+    problems = []
+    for (case, engine), got in zip(work, results):
+        entry = _builtin(case)
+        where = f"{case.key} on {engine}"
+        if got["outcome"] == "crash":
+            problems.append(f"{where}: the process died ({got['exit']}): {got['stderr']}")
+        elif got["outcome"] == "refused":
+            if not got["typed"]:
+                problems.append(f"{where}: untyped {got['error']}: {got['message']}")
+            elif entry["outcome"] == "ok":
+                # The CPU reference may still fail at invoke where LiteRT answered (issue 37
+                # item 1), typed; at allocate it refuses only what LiteRT refused.
+                if "expected LiteRT's" in got["message"]:
+                    problems.append(f"{where}: refused what LiteRT runs: {got['message']}")
+        elif entry["outcome"] != "ok":
+            problems.append(f"{where}: answered where LiteRT {entry['outcome']}")
+        elif got["ran_on"] == "delegate":
+            tolerance = 0 if engine == "offload_litert_builtin" else 1
+            diff = int(np.max(np.abs(np.subtract(got["values"], entry["values"]))))
+            if diff > tolerance:
+                problems.append(f"{where}: a delegate answered {diff} steps from LiteRT")
+    assert not problems, "\n".join(problems)
+
+
+_ISSUE_CHILD = textwrap.dedent(
+    """
+    import json, sys, warnings
+    warnings.simplefilter("ignore")
+    import offload
+    from offload.errors import OffloadError
+    path, engines = sys.argv[1], sys.argv[2:]
+    for engine in engines:
+        if engine == "default":
+            interp = offload.Interpreter(path)
+        elif engine == "openvino":
+            interp = offload.Interpreter(path, delegates=["openvino"])
+        else:
+            kernels = engine.split("_")[1]
+            delegate = offload.load_delegate("litert", {"kernels": kernels})
+            interp = offload.Interpreter(path, experimental_delegates=[delegate])
+        try:
+            interp.allocate_tensors()
+            print(json.dumps([engine, "ok", ""]), flush=True)
+        except OffloadError as exc:
+            print(json.dumps([engine, type(exc).__name__, str(exc)]), flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not ENGINES, reason="neither ai-edge-litert nor openvino is installed")
+def test_issue_model_is_a_typed_error_on_every_path(tmp_path: Path):
+    """The model of the report, a one-node int8 SQUARED_DIFFERENCE with input scales 1e10 and
+    output scale 1e-10, from a file: allocate_tensors raises UnsupportedOpError naming the
+    scales on the default path, litert (both kernels) and openvino; LiteRT itself aborts."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = ModelBuilder()
+        x = b.add_input("x", (1, 4), np.int8, quantization=(1e10, 0))
+        x2 = b.add_input("x2", (1, 4), np.int8, quantization=(1e10, 0))
+        y = b.add_tensor("y", (1, 4), np.int8, quantization=(1e-10, 0))
+        b.add_operator("SQUARED_DIFFERENCE", [x, x2], [y])
+        b.add_output(y)
+        path = tmp_path / "squared_difference.tflite"
+        b.save(path)
+    engines = [
+        *(["default", "litert_builtin", "litert_xnnpack"] * _HAS_LITERT),
+        *(["openvino"] * _HAS_OPENVINO),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", _ISSUE_CHILD, str(path), *engines],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=_child_env(tmp_path),
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-2000:]}"
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    assert [r[0] for r in rows] == engines
+    for engine, error, message in rows:
+        assert error == "UnsupportedOpError", (engine, error, message)
+        assert "10000000000.0" in message and "1.000000013351432e-10" in message, message

@@ -15,6 +15,7 @@ import pytest
 import offload
 from offload._cli import main
 from offload.errors import UsageError
+from offload.tools import _sweep as sweep_module
 from offload.tools._common import parse_config_spec
 from offload.tools._sweep_engines import MAX_ATTEMPTS
 from offload.tools._sweep_report import Collector, ModelEntry
@@ -249,3 +250,23 @@ def test_rows_say_why_agreement_is_missing_when_the_reference_did_not_run() -> N
     assert ref.status == "failed" and ref.reason == died
     assert cpu.status == "ok" and cpu.items == 1 and cpu.top1_agreement is None
     assert cpu.reason == f"no agreement figures: the reference 'litert' did not run ({died})"
+
+
+def test_cli_stdout_is_the_report_alone(
+    models: list[Path], capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is printed while the sweep runs (Ray's notices of a retried task or a lost node,
+    an engine writing from native code) goes to stderr: stdout is the report alone."""
+    real = sweep_module.sweep
+
+    def chatty(*args: object, **kwargs: object) -> offload.SweepReport:
+        print("(raylet) a task will be retried")
+        os.write(1, b"native chatter\n")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweep_module, "sweep", chatty)
+    argv = ["sweep", str(models[0]), "--random", "3", "--reference", "cpu", "--workers", "1"]
+    assert main([*argv, "--json"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["num_items"] == 3
+    assert "a task will be retried" in err and "native chatter" in err

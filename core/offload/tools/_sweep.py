@@ -11,13 +11,14 @@ by an engine (``_sweep_engines``): a local process pool, or Ray Data. Workers ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, ParamSpec, TypeVar
 
 from offload._loader import load_model
 from offload._plugins import delegate_class, load_delegate, plugin_manager
@@ -396,13 +397,42 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
         raise UsageError(f"--{what}: expected a number or R,G,B numbers, found {text!r}") from None
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _stdout_on_stderr(func: Callable[P, T]) -> Callable[P, T]:
+    """``func``, run with this process's stdout sent to stderr: stdout is the report's alone.
+    Ray prints its notices (a task to be retried, a node marked dead) to stdout from a thread
+    of its own, so a sweep on a cluster that loses a node would put them inside ``--json``;
+    the file descriptor is redirected, not only ``sys.stdout``, so that native code and the
+    worker processes started meanwhile follow."""
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        sys.stdout.flush()
+        try:
+            saved = os.dup(1)
+        except OSError:  # no stdout to keep clean
+            return func(*args, **kwargs)
+        try:
+            with contextlib.suppress(OSError):  # no stderr: Python's own prints still move
+                os.dup2(2, 1)
+            with contextlib.redirect_stdout(sys.stderr):
+                return func(*args, **kwargs)
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+    return call
+
+
 def run(args: argparse.Namespace) -> int:
     if args.html:
         require_extra("matplotlib", "offload sweep --html")
     for option, path in (("--csv", args.csv), ("--html", args.html)):
         if path:
             check_output_file(path, option)  # now, not after a sweep of hours
-    report = sweep(
+    report = _stdout_on_stderr(sweep)(
         args.models,
         args.config or [CPU_CHOICE],
         images=args.images,

@@ -262,11 +262,21 @@ def run_ray(
     address: str | None,
     collect: Collect,
 ) -> dict[str, Any]:
-    """The sweep as one Ray Data pipeline: ``from_items`` over every (model, item), one block
+    """The sweep as Ray Data pipelines: ``from_items`` over every (model, item), one block
     per shard, then ``map_batches`` with :class:`RayShardRunner` on an actor pool
     (``workers`` actors, or autoscaled up to the cluster's CPUs). Joins the cluster at
     ``address``, or a Ray already started in this process, or starts a local one (shut down
-    at the end). An actor that dies is restarted by Ray Data and its batch run again."""
+    at the end).
+
+    Nothing a lost actor or node was running is lost with it. Inside a pipeline Ray restarts
+    an actor that dies, on another node if its own is gone, and runs its batch again (Ray
+    Data asks for unlimited actor restarts and task retries). What the pipeline still does
+    not deliver, because it gave up (objects lost with their node, an actor that cannot come
+    back) or ended without some batch, runs again in a new pipeline over the items still
+    missing, up to :data:`MAX_ATTEMPTS` pipelines in all; only then do those items fail, with
+    the reason. Results already collected are kept, never run again, and an item delivered
+    twice counts once (the collector keeps the first).
+    """
     ray = import_ray()
     started = False
     if not ray.is_initialized():
@@ -276,40 +286,65 @@ def run_ray(
     data_logger = logging.getLogger("ray.data")
     level = data_logger.level
     data_logger.setLevel(logging.WARNING)
+    missing = {task.model_index: {it.index for p in parts for it in p} for task, parts in jobs}
+
+    def keep(result: SweepShard) -> None:
+        missing[result.model_index].difference_update(index for index, _, _ in result.items)
+        collect(result)
+
+    reran = 0
+    reason = "no result came back from Ray"
     try:
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False  # the sweep's own bar counts shards
-        if workers:
-            compute = ray.data.ActorPoolStrategy(size=workers)
-        else:
-            cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-            compute = ray.data.ActorPoolStrategy(min_size=1, max_size=cpus)
-        rows = [
-            _ray_row(task.model_index, item) for task, parts in jobs for p in parts for item in p
-        ]
-        if not rows:
-            return {"retried_shards": None}
-        shards = sum(len(parts) for _, parts in jobs)
-        size = max(len(p) for _, parts in jobs for p in parts)
-        results = ray.data.from_items(rows, override_num_blocks=shards).map_batches(
-            RayShardRunner,
-            fn_constructor_kwargs={"tasks": [task for task, _ in jobs]},
-            batch_size=size,
-            batch_format="numpy",
-            compute=compute,
-            num_cpus=1,
-        )
-        try:
-            for batch in results.iter_batches(batch_size=None, batch_format="numpy"):
-                for blob in batch["shard"]:
-                    collect(pickle.loads(blob))
-        except Exception as exc:  # the pipeline gave up: what had not arrived failed
-            reason = f"Ray Data failed: {type(exc).__name__}: {exc}"
-            for task, parts in jobs:
-                collect(_failed(task, [item for p in parts for item in p], reason))
-        # Ray Data retries inside the pipeline and does not say how often.
-        return {"retried_shards": None}
+        ray.data.DataContext.get_current().enable_progress_bars = False  # the sweep's bar
+        for attempt in range(MAX_ATTEMPTS):
+            todo = _still_missing(jobs, missing)
+            if not todo:
+                break
+            if attempt:
+                reran += sum(len(parts) for _, parts in todo)
+            try:
+                _ray_pipeline(ray, todo, workers, keep)
+            except Exception as exc:  # the pipeline gave up: what it owes runs again
+                reason = f"Ray Data failed: {type(exc).__name__}: {exc}"
+        for task, parts in _still_missing(jobs, missing):
+            why = f"{reason} ({MAX_ATTEMPTS} pipelines ran, none delivered this item)"
+            collect(_failed(task, [it for p in parts for it in p], why))
+        # Retries inside a pipeline are Ray's and go uncounted: None unless offload re-ran.
+        return {"retried_shards": reran or None}
     finally:
         data_logger.setLevel(level)
         if started:
             ray.shutdown()
+
+
+def _still_missing(jobs: Sequence[Job], missing: dict[int, set[int]]) -> list[Job]:
+    """``jobs`` cut down to the items with no result yet, in their shards."""
+    todo: list[Job] = []
+    for task, parts in jobs:
+        left = [[it for it in p if it.index in missing[task.model_index]] for p in parts]
+        if any(left):
+            todo.append((task, [p for p in left if p]))
+    return todo
+
+
+def _ray_pipeline(ray: Any, jobs: Sequence[Job], workers: int | None, collect: Collect) -> None:
+    """One Ray Data pipeline over ``jobs``; each shard result to ``collect`` as it arrives."""
+    if workers:
+        compute = ray.data.ActorPoolStrategy(size=workers)
+    else:
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        compute = ray.data.ActorPoolStrategy(min_size=1, max_size=cpus)
+    rows = [_ray_row(task.model_index, item) for task, parts in jobs for p in parts for item in p]
+    shards = sum(len(parts) for _, parts in jobs)
+    size = max(len(p) for _, parts in jobs for p in parts)
+    results = ray.data.from_items(rows, override_num_blocks=shards).map_batches(
+        RayShardRunner,
+        fn_constructor_kwargs={"tasks": [task for task, _ in jobs]},
+        batch_size=size,
+        batch_format="numpy",
+        compute=compute,
+        num_cpus=1,
+    )
+    for batch in results.iter_batches(batch_size=None, batch_format="numpy"):
+        for blob in batch["shard"]:
+            collect(pickle.loads(blob))

@@ -53,6 +53,35 @@ def test_every_kernel_has_a_reach_rule() -> None:
     assert {re.sub(r"_(\d+x\d+|s\d+)$", "", k) for k in kernels} == set(_REACH)
 
 
+def kernel_bodies(source: str) -> dict[str, str]:
+    """Each kernel function's body, its braces matched (the helpers between kernels left out),
+    without comments."""
+    source = re.sub(r"/\*.*?\*/|//[^\n]*", " ", source, flags=re.S)
+    bodies = {}
+    for match in re.finditer(r"__kernel void (\w+)\(", source):
+        start = source.index("{", match.end())
+        depth = 0
+        for end in range(start, len(source)):
+            depth += {"{": 1, "}": -1}.get(source[end], 0)
+            if depth == 0:
+                break
+        bodies[match.group(1)] = source[start : end + 1]
+    return bodies
+
+
+def test_kernels_with_barriers_never_return_early() -> None:
+    """A kernel that waits at a barrier has no return: every item reaches every barrier and
+    the kernel's end along one path. OpenCL allows a return the whole group takes, but
+    Debian's PoCL 3.1 miscompiled softmax_rows's into out-of-bounds stores (a segfault), and
+    PoCL's CPU driver corrupted memory with one in tgemm's split-K (see tgemm.cl)."""
+    bodies = kernel_bodies(program_source())
+    waiting = {name: body for name, body in bodies.items() if "barrier(" in body}
+    assert {"softmax_rows", "mean_hw"} <= set(waiting)
+    assert any(name.startswith("tgemm_") for name in waiting)
+    returning = sorted(name for name, body in waiting.items() if re.search(r"\breturn\b", body))
+    assert not returning, f"kernels with barriers that return early: {returning}"
+
+
 def test_half_conversions_match_numpy() -> None:
     """With PLAIN_ACCESS, half <-> float conversions (integer operations, no builtins) are
     bit-exact against numpy for every half value and round floats to nearest even."""

@@ -29,14 +29,18 @@ __kernel void pool(__global const store_t* x, __global store_t* y,
 /* The GPU family's MEAN over H and W: one group of 64 items per 8 channels of one image (the
    pool kernel gives each output one item, which then walks a whole 56x56 image alone). Items
    stride over the pixels; their sums are added in local memory, then divided by H * W.
-   NDRange: (channel blocks * 64, N), groups (64, 1). */
+   NDRange: (channel blocks * 64, N), groups (64, 1). The pixel loop runs the group's trips on
+   every item, masked past the image, as softmax_rows's must for Debian's PoCL 3.1 (softmax.cl). */
 __attribute__((reqd_work_group_size(64, 1, 1)))
 __kernel void mean_hw(__global const store_t* x, __global store_t* y, int HW, int C, int act) {
     __local real8 red[64];
     const int c0 = get_group_id(0) * 8, n = get_group_id(1), lid = get_local_id(0);
     const int base = n * HW * C + c0;
     real8 acc = (real8)0;
-    for (int p = lid; p < HW; p += 64) acc += LD8(x, base + p * C);
+    for (int p0 = 0; p0 < HW; p0 += 64) {
+        const int p = p0 + lid;
+        if (p < HW) acc += LD8(x, base + p * C);
+    }
     red[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int span = 32; span > 0; span >>= 1) {

@@ -9,9 +9,10 @@ A target makes case N from N alone (``tests/_fuzz_targets.py``). ``models``, the
 the mutations of the test suite's short run (``tests/_mutate.py``): one to three numbers of a
 real model rewritten where the schema keeps them, or raw bytes flipped. The other targets are
 the reliability classes of issue 25: op_types, division, foreign_options, cast, scratch, api,
-scribble, external_delegate, terminal and quant_refusal, each with its own pass rule (see its
-docstring). ``--target`` is repeatable; several targets (or ``all``) share the case numbers
-round-robin, case N going to target N mod their count.
+scribble, external_delegate, terminal and quant_refusal; then those of issue 37
+(``tests/_fuzz_round3.py``): scale_edges, readonly_buffer, cache_damage and cli_files. Each
+has its own pass rule (see its docstring). ``--target`` is repeatable; several targets (or
+``all``) share the case numbers round-robin, case N going to target N mod their count.
 
 A case passes when it runs (and agrees with its oracle, where the target has one) or raises an
 ``offload.errors.OffloadError``. Anything else is a finding: a target's own verdict (a wrong

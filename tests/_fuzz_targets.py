@@ -1,5 +1,5 @@
 """Fuzz targets for ``scripts/fuzz_models.py``: mutated real models, and one target per
-reliability class of issue 25.
+reliability class of issue 25 (here) and of issue 37 (``tests/_fuzz_round3.py``).
 
 A target is ``target(case, delegate) -> outcome``. It builds its case from ``case`` alone
 (``random.Random(case)``, ``np.random.default_rng(case)``), so a case number replays the
@@ -56,6 +56,7 @@ from offload.model import _writer
 from offload.model.builder import ModelBuilder
 
 from . import _mutate
+from ._fuzz_round3 import ROUND3_TARGETS
 from ._models import fixture_models, public_models, relative_error
 
 __all__ = ["TARGETS", "SEEDS", "LOG", "ArtifactRecorded", "mutate_seed", "oracle_starts", "record"]
@@ -1421,4 +1422,5 @@ TARGETS: dict[str, Target] = {
     "external_delegate": external_delegate,
     "terminal": terminal,
     "quant_refusal": quant_refusal,
+    **ROUND3_TARGETS,  # the classes of issue 37: scale_edges, readonly_buffer, ...
 }

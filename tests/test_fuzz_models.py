@@ -84,10 +84,10 @@ def test_mutated_model_fails_typed_or_runs(seed_model, seed: int, edits: int) ->
     run_mutant(mutate(seed_model.read_bytes(), random.Random(seed), edits))
 
 
-def _outcomes(target: str, delegate: str | None = None) -> list[str]:
-    """The target's outcome for each of CASES, run here; an untyped error fails the test."""
+def _outcomes(target: str, delegate: str | None = None, cases: range = CASES) -> list[str]:
+    """The target's outcome for each of ``cases``, run here; an untyped error fails the test."""
     outcomes = []
-    for case in CASES:
+    for case in cases:
         try:
             outcome = TARGETS[target](case, delegate)
         except OffloadError as exc:
@@ -192,3 +192,41 @@ def test_quant_refusal_target(tmp_path: Path) -> None:
         pytest.skip(f"no OpenCL device: {reason}")
     summary = _script("quant_refusal", "--delegate", "gpu_opencl", tmp_path=tmp_path)
     assert "0 finding(s)" in summary
+
+
+# -- the classes of issue 37 (tests/_fuzz_round3.py) ------------------------------------------
+
+
+@needs_litert
+def test_scale_edges_target() -> None:
+    """A requantizing op with scales anywhere in float32's range: a typed error where LiteRT
+    aborts or refuses, else LiteRT's answer within a step where a delegate ran it."""
+    outcomes = _outcomes("scale_edges", cases=range(12))
+    _no_finding(outcomes)
+    assert any(": typed UnsupportedOpError where LiteRT" in o for o in outcomes), outcomes
+    assert any(": ok: delegate agrees" in o for o in outcomes), outcomes
+
+
+def test_readonly_buffer_target() -> None:
+    """Read-only TensorBuffers: write() and runs that would write them are
+    ReadOnlyBufferError before anything changes; read-only inputs it reads run."""
+    outcomes = _outcomes("readonly_buffer", cases=range(12))
+    _no_finding(outcomes)
+    assert any(": typed ReadOnlyBufferError: input 'h'" in o for o in outcomes), outcomes
+    assert any(": ok: read-only inputs [True" in o for o in outcomes), outcomes
+
+
+def test_cache_damage_target() -> None:
+    """A damaged auto cache stops nothing that did not ask for it; only delegates="auto"
+    with auto_cache_dir= given may raise CacheError."""
+    outcomes = _outcomes("cache_damage", cases=range(8))
+    _no_finding(outcomes)
+    assert any(": ok: warned" in o for o in outcomes), outcomes
+
+
+def test_cli_files_target() -> None:
+    """A data or report file fault in offload sweep or check is one "error: " line, exit 2,
+    never a traceback."""
+    outcomes = _outcomes("cli_files", cases=range(12))
+    _no_finding(outcomes)
+    assert any(": ok: exit 2" in o for o in outcomes), outcomes

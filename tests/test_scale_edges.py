@@ -275,3 +275,49 @@ def test_issue_model_is_a_typed_error_on_every_path(tmp_path: Path):
     for engine, error, message in rows:
         assert error == "UnsupportedOpError", (engine, error, message)
         assert "10000000000.0" in message and "1.000000013351432e-10" in message, message
+
+
+@pytest.mark.parametrize(("op", "activation"), [("ADD", "RELU6"), ("MUL", "RELU_N1_TO_1")])
+def test_a_fused_activation_off_the_int32_range_is_refused_as_litert_refuses(
+    op, activation, tmp_path: Path
+):
+    """A fused RELU6 / RELU_N1_TO_1 whose bound on the output scale leaves int32 (its other
+    multipliers in range): LiteRT's Prepare refuses the node
+    (no_integer_overflow_from_quantization), and so does offload, on the reference and on the
+    default path (found by the scale_edges fuzz target). LiteRT is asked in a child process."""
+    b = ModelBuilder(signature_key=None)
+    x = b.add_input("x", (1, 4), np.int8, quantization=(1e-13, 0))
+    y = b.add_input("y", (1, 4), np.int8, quantization=(1e-13, 0))
+    z = b.add_tensor("z", (1, 4), np.int8, quantization=(1e-12, 0))
+    b.add_operator(
+        op, inputs=[x, y], outputs=[z], options={"fused_activation_function": activation}
+    )
+    b.add_output(z)
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b.build())
+    for delegates in ([], None):
+        interp = offload.Interpreter(model_path=path, delegates=delegates)
+        with pytest.raises(UnsupportedOpError, match=f"fused {activation}'s bound"):
+            interp.allocate_tensors()
+    if importlib.util.find_spec("ai_edge_litert") is None:
+        pytest.skip("ai-edge-litert is absent")
+    script = textwrap.dedent(
+        f"""
+        from ai_edge_litert import interpreter as lite
+        it = lite.Interpreter(
+            model_path={str(path)!r},
+            experimental_op_resolver_type=lite.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+        )
+        try:
+            it.allocate_tensors()
+        except RuntimeError as exc:
+            print("refused", "no_integer_overflow_from_quantization" in str(exc))
+        else:
+            print("ran")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["refused", "True"], done.stdout

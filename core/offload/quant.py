@@ -894,6 +894,31 @@ def _reduce_limit(op: str, x: Tensor, out: Tensor) -> RescaleLimit | None:
     return None
 
 
+# The real bounds of each fused activation LiteRT quantizes onto the output's scale in
+# Prepare (kernel_util.cc CalculateActivationRangeQuantizedImpl).
+_ACTIVATION_BOUNDS = {"RELU": (0.0,), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+
+
+def _activation_range_limit(activation: Any, out: Tensor) -> RescaleLimit | None:
+    """kernel_util.cc Quantize: each bound of the fused activation divided by the output
+    scale in float32 and rounded must fit int32, or LiteRT's Prepare refuses the node
+    (``no_integer_overflow_from_quantization``): RELU6 or RELU_N1_TO_1 onto a scale under
+    about 3e-9, for one."""
+    bounds = _ACTIVATION_BOUNDS.get(activation) if isinstance(activation, str) else None
+    if not bounds:
+        return None
+    scale = float(scale_zero_point(out)[0])
+    for bound in bounds:
+        q = np.round(_fdiv(bound, scale)) if bound else 0.0
+        if not -float(_INT32_LIMIT) <= q <= float(_INT32_LIMIT):
+            return RescaleLimit(
+                "prepare",
+                f"expected the fused {activation}'s bound {bound:g} on the output scale "
+                f"{scale!r} to fit int32, found {q:.3g} (LiteRT's Prepare refuses the node)",
+            )
+    return None
+
+
 def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     """Why LiteRT's kernel cannot take ``node``'s quantization scales as they are, or None.
 
@@ -922,6 +947,10 @@ def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     ):
         return None
     ready = [t for t in tensors if t is not None]
+    if node.op in ("ADD", "SUB", "MUL"):
+        refused = _activation_range_limit(node.options.get("fused_activation_function"), out)
+        if refused is not None:
+            return refused
     if node.op in ("ADD", "SUB") and len(ready) == 3:
         return _add_sub_limit(node.op, ready[0], ready[1], out, node.options)
     if node.op == "MUL" and len(ready) == 3:

@@ -34,6 +34,7 @@ and offload applies LiteRT), else the static rule. Nothing is timed unless asked
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -42,10 +43,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from offload._auto_cache import DecisionStore, Lookup, ModelSource, versions_memo
 from offload._auto_cache import device_identity as _device_identity
 from offload._auto_cache import machine_identity as _machine_identity
-from offload._auto_measure import AccuracyPolicy, Trial, Unmeasurable, measure, seeded_inputs
+from offload._auto_measure import (
+    GATE_VERSION,
+    AccuracyPolicy,
+    GateInput,
+    Trial,
+    Unmeasurable,
+    checked_samples,
+    gate_inputs,
+    measure,
+)
 from offload._executor import Executor
 from offload._plan import Plan, make_plan
 from offload._plan_cost import fragmentation, plan_figures
@@ -105,6 +117,9 @@ class AutoSettings:
     reference_allowed: bool = True
     kind_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     delegate_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # auto_inputs=: the user's own input sets for the accuracy gate, in the main subgraph's
+    # input order, checked against the model's inputs (offload._auto_inputs).
+    samples: Any = None
 
     @property
     def policy(self) -> AccuracyPolicy:
@@ -339,6 +354,7 @@ def _row(trial: Trial) -> dict[str, Any]:
         row.update(trial.timing())
     if trial.error is not None:
         row["error"] = dict(trial.error)
+        row["error_by_input"] = {k: dict(v) for k, v in trial.error_by_input.items()}
     if trial.notes:
         row["warnings"] = trial.notes[:5]
     return row
@@ -403,6 +419,7 @@ def _summary(
     started: float,
     lookup: Lookup | None,
     measure_s: float | None = None,
+    gate: Sequence[GateInput] = (),
 ) -> dict[str, Any]:
     candidates = [_row(t) for t in (reference, *trials)]
     prepared = [t.prepare_s for t in (reference, *trials) if t.prepare_s is not None]
@@ -418,10 +435,35 @@ def _summary(
         "prepare_s": sum(prepared) if prepared else None,
         "choosing_s": time.perf_counter() - started,
         "accuracy": settings.policy.describe(),
+        "gate": _gate_summary(settings, gate),
         "candidates": candidates,
         "skipped": skipped,
         "formula": COST_FORMULA,
     }
+
+
+def _gate_summary(settings: AutoSettings, gate: Sequence[GateInput]) -> dict[str, Any]:
+    return {
+        "version": GATE_VERSION,
+        "inputs": [g.name for g in gate],
+        "samples": len(settings.samples or ()),
+        "statistic": (
+            "worst case: a candidate is kept only if it agrees on every input set; its error "
+            "is the largest over the sets"
+        ),
+    }
+
+
+def _samples_digest(samples: Sequence[Sequence[np.ndarray]]) -> str | None:
+    """A digest of the user's gate samples (part of the key: other samples, another choice)."""
+    if not samples:
+        return None
+    digest = hashlib.sha256()
+    for sample in samples:
+        for a in sample:
+            digest.update(f"{a.dtype.str}{a.shape}".encode())
+            digest.update(np.ascontiguousarray(a).tobytes())
+    return digest.hexdigest()[:32]
 
 
 # -- the key ------------------------------------------------------------------------------------
@@ -470,6 +512,7 @@ def decision_key(
             "allow_cpu_fallback": settings.allow_cpu_fallback,
             "hardware": list(settings.hardware) if settings.hardware is not None else None,
             "reference_allowed": settings.reference_allowed,
+            "gate": {"version": GATE_VERSION, "samples": _samples_digest(settings.samples or ())},
         },
         "budget": settings.budget_s,
     }
@@ -507,6 +550,8 @@ def select(
     ``"auto"`` and named ``settings.cache_dir``); otherwise it warns once and the choice is
     made without the cache, measured where asked but not stored."""
     started = time.perf_counter()
+    if settings.samples is not None:
+        settings.samples = checked_samples(model.main, shapes, settings.samples)
     if not default and settings.budget_s == 0:
         return _static_selection(model, settings, started, None, "auto_budget_s=0")
     delegates, skipped, availability = candidate_delegates(model, settings)
@@ -635,9 +680,10 @@ def _measured_selection(
             ex.shapes[i] = tuple(shapes[i])
         return ex
 
+    gate: list[GateInput] = []
     try:
-        inputs = seeded_inputs(model.main, shapes)
-        spent = measure(reference, candidates, make_executor, inputs, settings.budget_s, policy)
+        gate = gate_inputs(model.main, shapes, settings.samples or ())
+        spent = measure(reference, candidates, make_executor, gate, settings.budget_s, policy)
     except Unmeasurable as exc:
         for t in (reference, *trials):
             t.release()
@@ -661,6 +707,7 @@ def _measured_selection(
             started,
             lookup,
             spent,
+            gate,
         )
         return Selection([], summary)
     best = min(measured, key=lambda t: t.median_s or 0.0)
@@ -678,11 +725,11 @@ def _measured_selection(
     else:
         reason = (
             f"fastest of {len(measured)} measured candidate(s) that agree with the CPU "
-            f"reference: {1e3 * (best.median_s or 0.0):.3g} ms against the reference's "
-            f"{ref_ms:.3g} ms"
+            f"reference on all {len(gate)} input sets: {1e3 * (best.median_s or 0.0):.3g} ms "
+            f"against the reference's {ref_ms:.3g} ms"
         )
     summary = _summary(
-        "measured", best, reason, reference, trials, skipped, settings, started, lookup, spent
+        "measured", best, reason, reference, trials, skipped, settings, started, lookup, spent, gate
     )
     if store is not None and key:
         record = {

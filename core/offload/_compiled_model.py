@@ -363,6 +363,7 @@ def _compile(
     model_content: bytes | None,
     hardware_accel: Any,
     options: Any,
+    auto_inputs: Sequence[Any] | None = None,
 ) -> _Compiled:
     translation = translate(resolve_options(options, hardware_accel))
     if translation.unused:
@@ -379,6 +380,7 @@ def _compile(
         delegates="auto",
         allow_cpu_fallback=translation.reference_allowed,
         auto_precision_loss_allowed=translation.precision_loss_allowed,
+        auto_inputs=auto_inputs,
     )
     signatures = _signatures(interpreter)  # checked before any time goes into choosing
     settings = interpreter._selection.settings
@@ -432,8 +434,12 @@ class CompiledModel:
         hardware_accel: HardwareAccelerator | None = None,
         environment: Environment | None = None,
         options: Options | None = None,
+        *,
+        auto_inputs: Sequence[Any] | None = None,
     ) -> CompiledModel:
-        compiled = _compile(model_path, None, hardware_accel, options)
+        """``auto_inputs`` (offload's): the program's own inputs for the accuracy check of
+        the choice among delegates, as ``Interpreter(auto_inputs=...)`` takes them."""
+        compiled = _compile(model_path, None, hardware_accel, options, auto_inputs)
         return cls(compiled, environment or Environment.create())
 
     @classmethod
@@ -443,8 +449,11 @@ class CompiledModel:
         hardware_accel: HardwareAccelerator | None = None,
         environment: Environment | None = None,
         options: Options | None = None,
+        *,
+        auto_inputs: Sequence[Any] | None = None,
     ) -> CompiledModel:
-        compiled = _compile(None, model_data, hardware_accel, options)
+        """``auto_inputs``: as :meth:`from_file` takes it."""
+        compiled = _compile(None, model_data, hardware_accel, options, auto_inputs)
         return cls(compiled, environment or Environment.create())
 
     @property

@@ -206,19 +206,28 @@ class Interpreter:
             Default: ``$OFFLOAD_AUTO_BUDGET_S``, else 2. Part of a stored decision's key.
         auto_precision_loss_allowed: let ``"auto"`` accept candidates within 1e-2 (float) or
             4 quantization steps of the CPU reference, instead of 1e-4 and 1 step, and build
-            candidates with ``precision_loss_allowed`` where they have that option.
+            candidates with ``precision_loss_allowed`` where they have that option; a
+            classifier's top-1 class (an output made by SOFTMAX) must still not change.
         auto_cache_dir: where ``"auto"`` and the default keep measured decisions (default
             ``$OFFLOAD_AUTO_CACHE_DIR``, else ``~/.cache/offload/auto``); False keeps none.
             A fault of that cache (refused, a damaged key file, an I/O error) is a
             :class:`~offload.errors.CacheError` only with ``delegates="auto"`` and this
             argument given; otherwise one CacheWarning, and the choice is made without it.
+        auto_inputs: the program's own inputs for ``"auto"``'s accuracy check, beside its
+            seeded sets (image-like, [-1, 1], N(0, 1), N(0, 4), and the full code range of
+            quantized inputs): a sequence of samples, each a sequence of arrays in input order,
+            a mapping from input name to array, or an array for a one-input model, with the
+            dtypes and shapes ``allocate_tensors`` gives the inputs (else TensorTypeError or
+            TensorShapeError there). A candidate is kept only if it agrees with the CPU
+            reference on every set. Part of a stored decision's key.
 
     Delegates. Named delegates run what they take, in priority order, and the CPU reference
     the rest (an empty ``experimental_delegates`` names none, as in LiteRT; ``delegates=[]``
     does). ``delegates="auto"`` plans candidates (the CPU reference, each available
-    delegate alone, priority pairs), rejects fragmented plans, times the rest on seeded
-    inputs within ``auto_budget_s`` at ``allocate_tensors``, keeps the fastest whose outputs
-    agree with the CPU reference, and remembers it (a later process takes it without
+    delegate alone, priority pairs), rejects fragmented plans, checks the rest against the
+    CPU reference on several seeded input sets and ``auto_inputs``, times the ones that agree
+    on every set within ``auto_budget_s`` at ``allocate_tensors``, keeps the fastest, and
+    remembers it (a later process takes it without
     timing); ``auto_selection`` explains the choice. With nothing named, as LiteRT applies
     XNNPACK by default, offload applies its default delegates: the stored ``"auto"`` decision
     for this model where there is one, else ``litert`` where offload-litert is installed, else
@@ -262,6 +271,7 @@ class Interpreter:
         auto_budget_s: float | None = None,
         auto_precision_loss_allowed: bool = False,
         auto_cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
+        auto_inputs: Sequence[Any] | None = None,
     ) -> None:
         litert_options = {
             "experimental_op_resolver_type": experimental_op_resolver_type,
@@ -303,6 +313,7 @@ class Interpreter:
             max_tensor_bytes=max_tensor_bytes,
             cache_dir=auto_cache_dir or None,
             use_cache=auto_cache_dir is not False,
+            samples=auto_inputs,
         )
         self._selection = DelegateSelection(
             self._model,

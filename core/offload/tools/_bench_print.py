@@ -9,6 +9,7 @@ from offload.tools._common import (
     UsageError,
     check_output_file,
     fmt_g,
+    format_error,
     format_table,
     require_extra,
     write_output,
@@ -74,7 +75,15 @@ def auto_line(auto: dict[str, Any]) -> str:
         )
     else:
         how = f"{auto.get('mode')} choice, nothing timed"
-    return f"Choosing ({chosen}): {fmt_g(1e3 * (auto.get('choosing_s') or 0.0))} ms ({how})"
+    line = f"Choosing ({chosen}): {fmt_g(1e3 * (auto.get('choosing_s') or 0.0))} ms ({how})"
+    measured = [c for c in auto.get("candidates") or [] if c.get("error") is not None]
+    if measured:
+        sets = len((auto.get("gate") or {}).get("inputs") or [])
+        errors = "; ".join(
+            f"{c['label']} {format_error(c['error'])} ({c['status']})" for c in measured
+        )
+        line += f"\n  worst error over {sets} input set(s): {errors}"
+    return line
 
 
 def print_single(result: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from offload._interpreter import Interpreter
 from offload._loader import load_model
 from offload.tools._bench_memory import MemoryProbe
 from offload.tools._bench_print import check_plot_file, plot, print_compare, print_single
@@ -41,6 +42,7 @@ from offload.tools._common import (
     add_json_arg,
     interpreter_delegates,
     print_json,
+    random_inputs,
     require_extra,
 )
 
@@ -137,6 +139,12 @@ def run(args: argparse.Namespace) -> int:
             label = "+".join(d.name for d in chosen) or "cpu"
         configs = [Config(label, chosen)]
     inputs = None
+    if any(c.delegates == "auto" and not c.unavailable for c in configs):
+        # Drawn before any configuration loads, so that auto checks its candidates on them.
+        reference = Interpreter(model_path=path, delegates=[])
+        reference.allocate_tensors()
+        inputs = random_inputs(reference.get_input_details(), rng)
+        del reference
     for c in configs:
         if c.unavailable:
             continue

@@ -32,6 +32,7 @@ from offload.tools._common import (
     add_json_arg,
     build_delegates,
     check_output_file,
+    format_error,
     format_table,
     interpreter_options,
     print_json,
@@ -293,6 +294,12 @@ def _print_auto(auto: dict[str, Any]) -> None:
             f"  accuracy policy: floats within {a['float_relative']:g} of max |reference|, "
             f"quantized outputs within {a['quantized_steps']} step(s)"
         )
+    if auto.get("gate"):
+        gate = auto["gate"]
+        print(
+            f"  accuracy gate: worst case over {len(gate['inputs'])} input set(s): "
+            f"{', '.join(gate['inputs'])}"
+        )
     rows: list[list[Any]] = []
     for c in auto.get("candidates", []):
         rows.append(
@@ -306,7 +313,7 @@ def _print_auto(auto: dict[str, Any]) -> None:
                 _ms(c.get("median_ms")),
                 f"{_ms(c.get('min_ms'))}-{_ms(c.get('max_ms'))}" if c.get("runs") else "",
                 c.get("runs", ""),
-                _error(c.get("error")),
+                format_error(c.get("error")),
                 c["status"],
             ]
         )
@@ -330,19 +337,6 @@ def _print_auto(auto: dict[str, Any]) -> None:
             print(f"  {c['label']}: {c['status']}: {c['reason']}")
     for entry in auto.get("skipped", []):
         print(f"  {entry['delegate']}: not a candidate: {entry['reason']}")
-
-
-def _error(error: dict[str, float] | None) -> str:
-    """A candidate's measured error as the table shows it: relative and steps, the reference
-    itself (no figure) blank."""
-    if not error:
-        return "" if error is None else "0"
-    parts = []
-    if "relative" in error:
-        parts.append(f"{error['relative']:.1e} rel")
-    if "steps" in error:
-        parts.append(f"{error['steps']:g} steps")
-    return ", ".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -49,6 +49,7 @@ __all__ = [
     "json_safe",
     "fmt_g",
     "format_table",
+    "format_error",
     "latency_stats",
     "random_inputs",
     "INPUT_KINDS",
@@ -517,3 +518,19 @@ def input_arrays(
         else:  # not quantized (indices, masks, raw codes): no float draw to quantize
             arrays.extend(random_inputs([d], rng))
     return arrays
+
+
+def format_error(error: dict[str, float] | None) -> str:
+    """A candidate's measured error (worst over auto's input sets) as tables show it: relative
+    and steps, and classifier rows whose top-1 changed; the reference itself (no figure)
+    blank."""
+    if not error:
+        return "" if error is None else "0"
+    parts = []
+    if "relative" in error:
+        parts.append(f"{error['relative']:.1e} rel")
+    if "steps" in error:
+        parts.append(f"{error['steps']:g} steps")
+    if error.get("top1_changes"):
+        parts.append(f"top-1 changed x{error['top1_changes']:g}")
+    return ", ".join(parts) or "0"

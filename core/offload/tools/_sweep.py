@@ -60,6 +60,8 @@ PathLike = str | os.PathLike[str]
 # does not leave the other workers idle at the end, few enough that per-shard costs vanish.
 SHARDS_PER_WORKER = 4
 MAX_SHARD = 256
+# Items of the data set an "auto" configuration checks its candidates on, beside its own sets.
+AUTO_SAMPLES = 3
 # The reference when none is named: LiteRT's builtin kernels (the oracle offload is checked
 # against) through the litert delegate where it runs here, else offload's CPU reference.
 LITERT_REFERENCE = "litert:kernels=builtin"
@@ -255,7 +257,16 @@ def sweep(
     local_workers = min(pool, max(1, len(entries) * len(shards)))
     jobs: list[Job] = [
         (
-            ModelTask(m, e.path, tuple(specs), ref, data.spec, num_threads, auto_budget_s),
+            ModelTask(
+                m,
+                e.path,
+                tuple(specs),
+                ref,
+                data.spec,
+                num_threads,
+                auto_budget_s,
+                auto_samples=tuple(data.items[:AUTO_SAMPLES]),
+            ),
             shards,
         )
         for m, e in enumerate(entries)

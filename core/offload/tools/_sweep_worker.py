@@ -71,6 +71,9 @@ class ModelTask:
     # (configuration index, why): configurations not loaded at all, each item failing with
     # the reason (the local engine's answer to a configuration that kills its workers).
     skip: tuple[tuple[int, str], ...] = ()
+    # The data set's first items: an "auto" configuration checks its candidates on them too
+    # (Interpreter(auto_inputs=...)), so the choice holds on the data the sweep runs.
+    auto_samples: tuple[Item, ...] = ()
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -193,6 +196,8 @@ class ModelRunner:
             return None, ConfigInfo("unavailable", str(exc))
         except Exception as exc:
             return None, ConfigInfo("failed", f"configuration did not load: {_describe(exc)}")
+        if delegates == "auto" and self.task.auto_samples:
+            kwargs["auto_inputs"] = self._auto_samples()
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
@@ -216,6 +221,15 @@ class ModelRunner:
         nodes["cpu"] = len(plan.cpu_nodes())
         used = [(d.name, d.options.model_dump(exclude_defaults=True)) for d in it.delegates]
         return it, ConfigInfo("ok", "", init_s, int(memory), used, nodes)
+
+    def _auto_samples(self) -> list[list[np.ndarray]] | None:
+        """The task's sample items as inputs; None (auto's own sets alone) when an item does
+        not make inputs: that item's rows fail with the reason anyway."""
+        details = Interpreter(model_path=self.task.model_path, delegates=[]).get_input_details()
+        try:
+            return [item_inputs(self.task.data, item, details) for item in self.task.auto_samples]
+        except Exception:
+            return None
 
     def _invoke(self, it: Interpreter, inputs: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
         if self.stateful:

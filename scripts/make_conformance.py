@@ -74,6 +74,32 @@ def inception_v3_299(seed: int) -> keras.Model:
     return fx.randomise_batch_norm(model, seed)
 
 
+def confident(model: keras.Model, seed: int, spread: float = 4.0) -> keras.Model:
+    """Scale the last layer with weights (the logits' Dense or 1x1 conv, linear up to the
+    softmax) so that the logits spread by ``spread`` (their standard deviation across classes
+    on seeded inputs), as a trained classifier's do. With random weights they spread so
+    little that every softmax output is about 1/1000: int8 outputs are all -128 and no
+    engine's error or top-1 change can show."""
+    last = next(layer for layer in reversed(model.layers) if layer.get_weights())
+    x = np.stack(fx.samples(model, 4, seed + 3)).reshape(4, *model.input_shape[1:])
+    log_probs = np.log(np.maximum(model.predict(x, verbose=0), 1e-30))
+    factor = spread / float(np.mean(np.std(log_probs, axis=-1)))
+    last.set_weights([w * factor for w in last.get_weights()])
+    return model
+
+
+def mobilenet_v2_224_confident(seed: int) -> keras.Model:
+    return confident(mobilenet_v2_224(seed), seed)
+
+
+def mobilenet_v3_small_224_confident(seed: int) -> keras.Model:
+    return confident(mobilenet_v3_small_224(seed), seed)
+
+
+def inception_v3_299_confident(seed: int) -> keras.Model:
+    return confident(inception_v3_299(seed), seed)
+
+
 def small_cnn(seed: int) -> keras.Model:
     return fx.small_cnn()  # no batch norm: its weights come from the global seed alone
 
@@ -83,7 +109,16 @@ MODELS: dict[str, Callable[[int], keras.Model]] = {
     "mobilenet_v3_small_224": mobilenet_v3_small_224,
     "inception_v3_299": inception_v3_299,
     "small_cnn": small_cnn,
+    "mobilenet_v2_224_confident": mobilenet_v2_224_confident,
+    "mobilenet_v3_small_224_confident": mobilenet_v3_small_224_confident,
+    "inception_v3_299_confident": inception_v3_299_confident,
 }
+# Built on request (named on the command line), not by default.
+MODELS_ON_REQUEST = (
+    "mobilenet_v2_224_confident",
+    "mobilenet_v3_small_224_confident",
+    "inception_v3_299_confident",
+)
 
 
 def normal_calibrated(model: keras.Model, seed: int) -> bytes:
@@ -128,6 +163,7 @@ def recipe_hash(name: str, variant: str, seed: int) -> str:
         _code(fx.samples),
         _code(fx.representative_dataset),
         _code(normal_calibrated),
+        _code(confident),
         variant,
         tf.__version__,
         str(seed),
@@ -187,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "MANIFEST.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    for name in args.models or list(MODELS):
+    for name in args.models or [m for m in MODELS if m not in MODELS_ON_REQUEST]:
         for seed in seeds:
             for variant in variants:
                 build(name, variant, seed, args.out, manifest)

@@ -14,7 +14,15 @@ from offload import _auto_measure
 from offload._auto_measure import GATE_FAMILIES, AccuracyPolicy, gate_inputs, seeded_inputs
 from offload.errors import TensorShapeError, TensorTypeError
 from offload.model.builder import ModelBuilder
-from tests._auto_fakes import FAST, FakeKernel, chain_model, fake_delegate, install, slow_reference
+from tests._auto_fakes import (
+    FAST,
+    FakeKernel,
+    FakeOptions,
+    chain_model,
+    fake_delegate,
+    install,
+    slow_reference,
+)
 
 
 class ClippingKernel(FakeKernel):
@@ -192,3 +200,60 @@ def test_gate_sets_run_before_warm_up_so_state_matches_the_reference(monkeypatch
     interp.allocate_tensors()
     first_executor = seen[0]
     assert seen[: len(GATE_FAMILIES)] == [first_executor] * len(GATE_FAMILIES)
+
+
+class LossyOptions(FakeOptions):
+    precision_loss_allowed: bool = False
+
+
+class LossyKernel(FakeKernel):
+    """Past the looser policy when lossy (a bf16 engine on image-like inputs), exact when not."""
+
+    def __init__(self, lossy: bool) -> None:
+        self.offset = 0.5 if lossy else 0.0
+
+
+class _Lossy(fake_delegate("lossy", FakeKernel)):  # type: ignore[misc]
+    Options = LossyOptions
+
+    def create_kernel(self) -> FakeKernel:
+        return LossyKernel(self.options.precision_loss_allowed)
+
+
+def test_with_precision_loss_the_exact_setting_stays_a_candidate(monkeypatch, auto_cache):
+    """A delegate built lossy for auto_precision_loss_allowed is measured exact too: the
+    looser policy never ends up with a slower plan than the exact one."""
+    install(monkeypatch, _Lossy)
+    slow_reference(monkeypatch)
+    interp = offload.Interpreter(
+        model_content=chain_model(), delegates="auto", auto_precision_loss_allowed=True
+    )
+    interp.allocate_tensors()
+    rows = _rows(interp)
+    assert rows["lossy"]["status"] == "inaccurate"
+    assert interp.auto_selection["label"] == "lossy(precision_loss_allowed=False)"
+    assert [d.options.precision_loss_allowed for d in interp.delegates] == [False]
+
+
+def test_a_decision_measured_by_another_gate_is_measured_again(monkeypatch, auto_cache):
+    """The gate's version is part of the key: a stored decision from an older gate is not
+    taken, and the report says the options (where the gate lives) changed."""
+    from offload import _auto
+
+    install(monkeypatch, FAST)
+    slow_reference(monkeypatch)
+    monkeypatch.setattr(_auto, "GATE_VERSION", 1)
+    old = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    old.allocate_tensors()
+    assert old.auto_selection["cache"]["stored"]
+    monkeypatch.setattr(_auto, "GATE_VERSION", 2)
+    new = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    new.allocate_tensors()
+    assert new.auto_selection["from_cache"] is False
+    assert new.auto_selection["cache"]["status"] == "changed"
+    assert any("options" in part for part in new.auto_selection["cache"]["changed"])
+    stored = offload.Interpreter(model_content=chain_model(), delegates="auto")
+    stored.allocate_tensors()
+    assert stored.auto_selection["from_cache"] is True
+    assert stored.auto_selection["gate"]["inputs"][0] == "uniform(-1,1)"
+    assert "error_by_input" in {k for c in stored.auto_selection["candidates"] for k in c}

@@ -7,7 +7,7 @@ alone with CPU fallback; and up to :data:`MAX_PAIRS` priority pairs ``[a, b]`` w
 leaves nodes on the CPU that ``b`` takes (ranked by the static cost below). Each delegate
 gets its default options, plus the Interpreter's ``num_threads`` when its options have a
 ``num_threads`` field, and ``precision_loss_allowed=True`` when precision loss is allowed and
-its options have that field.
+its options have that field (then that delegate's exact setting is a candidate of its own too).
 
 **Rejected without timing**, with the reason: a plan that takes no node, a fragmented plan
 (:mod:`offload._plan_cost`: more than 8 partitions, or boundary copies larger than the work),
@@ -204,6 +204,13 @@ def candidate_delegates(
         extra, why_not = _auto_variants(record.cls)
         if why_not:
             skipped.append({"delegate": record.name, "reason": why_not})
+        if settings.precision_loss_allowed and "precision_loss_allowed" in (
+            record.cls.Options.model_fields
+        ):
+            # The exact setting stays a candidate: the fastest exact plan is the floor a
+            # lossy one must beat (OpenVINO in f32 ran a face detector at 0.63x LiteRT's time,
+            # while its bf16 missed the policy).
+            extra.append({"precision_loss_allowed": False})
         for kind, hardware_options in variants:
             built: list[dict[str, Any]] = []
             for extra_options in ({}, *extra):

@@ -202,9 +202,7 @@ def build(name: str, variant: str, seed: int, out: Path, manifest: dict) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", choices=[[], *MODELS], help="default: all")
-    parser.add_argument(
-        "--variants", default=",".join(v for v in VARIANTS if v not in ON_REQUEST)
-    )
+    parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v not in ON_REQUEST))
     parser.add_argument("--out", type=Path, default=Path("build/conformance"))
     parser.add_argument(
         "--seeds",

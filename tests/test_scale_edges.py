@@ -321,3 +321,91 @@ def test_a_fused_activation_off_the_int32_range_is_refused_as_litert_refuses(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["refused", "True"], done.stdout
+
+
+_LITERT_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from ai_edge_litert import interpreter as lite
+    data = np.load(sys.argv[2])
+    it = lite.Interpreter(
+        model_path=sys.argv[1],
+        experimental_op_resolver_type=lite.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    it.allocate_tensors()
+    for k, d in enumerate(it.get_input_details()):
+        it.set_tensor(d["index"], data[f"x{k}"])
+    it.invoke()
+    print(json.dumps(it.get_tensor(it.get_output_details()[0]["index"]).ravel().tolist()))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("op", "scales", "options"),
+    [
+        # scale_edges case 2209: the output multiplier is 1.3, above 1, which LiteRT's int16
+        # SUB kernel divides by as a negative power of two, answering the difference's sign.
+        ("SUB", (5.6907648830652474e-30, 9.996764031936035e23, 4.611228181785582e19), None),
+        ("SUB", (1e-3, 1e-3, 1e-3 / 32768), None),
+        ("SUB", (1e-3, 7e-4, 1e-3 / 32768), {"fused_activation_function": "RELU"}),
+        # scale_edges case 6196: the product of the input scales is subnormal in float32, as
+        # mul.cc forms it, and off by 1.5% from the double the reference used to form.
+        ("MUL", (1.7428025037831728e-22, 1.7428025037831728e-22, 2.75929708636169e-38), None),
+    ],
+)
+def test_cpu_reference_is_litert_on_int16_edges_inside_the_rule(op, scales, options, tmp_path):
+    """int16 SUB with an output multiplier above 1 and int16 MUL with a subnormal float32
+    scale product: the CPU reference answers as LiteRT's builtin kernels, bit for bit (run in
+    a child process); every other engine declines the SUB (its rule stage is "overflow")."""
+    if importlib.util.find_spec("ai_edge_litert") is None:
+        pytest.skip("ai-edge-litert is absent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        b = ModelBuilder()
+        x = b.add_input("x", (2, 3, 5), np.int16, quantization=(scales[0], 0))
+        x2 = b.add_input("x2", (2, 3, 5), np.int16, quantization=(scales[1], 0))
+        y = b.add_tensor("y", (2, 3, 5), np.int16, quantization=(scales[2], 0))
+        b.add_operator(op, [x, x2], [y], options)
+        b.add_output(y)
+        content = b.build()
+    model = offload.load_model(model_content=content)
+    limit = rescale_limit(model.main.nodes[0], model.main)
+    assert (None if limit is None else limit.stage) == ("overflow" if op == "SUB" else None)
+    rng = np.random.default_rng(7)
+    arrays = [rng.integers(-32768, 32768, (2, 3, 5)).astype(np.int16) for _ in range(2)]
+    arrays[0].flat[:3], arrays[1].flat[:3] = (-32768, 32767, 0), (-32768, 32767, 0)
+    path, data = tmp_path / "model.tflite", tmp_path / "inputs.npz"
+    path.write_bytes(content)
+    np.savez(data, x0=arrays[0], x1=arrays[1])
+    done = subprocess.run(
+        [sys.executable, "-c", _LITERT_CHILD, str(path), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = json.loads(done.stdout.splitlines()[-1])
+    interp = offload.Interpreter(model_content=content, delegates=[])
+    interp.allocate_tensors()
+    for d, a in zip(interp.get_input_details(), arrays):
+        interp.set_tensor(d["index"], a)
+    interp.invoke()
+    got = interp.get_tensor(interp.get_output_details()[0]["index"]).ravel().tolist()
+    assert got == want, f"reference {got}\nLiteRT    {want}"
+
+
+def test_hard_swish_past_a_30_bit_shift_is_an_overflow_edge():
+    """HARD_SWISH whose reluish multiplier (input scale / 128 / (3 / 32768)) shifts left by
+    more than 30 bits: LiteRT's answer comes from an undefined C shift, so the rule says
+    "overflow" and engine delegates other than LiteRT's builtin kernels decline it."""
+    for scale, stage in ((1e5, None), (1e10, "overflow")):
+        b = ModelBuilder()
+        x = b.add_input("x", (1, 4), np.int8, quantization=(scale, 0))
+        y = b.add_tensor("y", (1, 4), np.int8, quantization=(scale, 0))
+        b.add_operator("HARD_SWISH", [x], [y])
+        b.add_output(y)
+        model = offload.load_model(model_content=b.build())
+        limit = rescale_limit(model.main.nodes[0], model.main)
+        assert (None if limit is None else limit.stage) == stage, (scale, limit)

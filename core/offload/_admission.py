@@ -14,7 +14,7 @@ import numpy as np
 
 from offload._export import check_exportable
 from offload._graph import Node, Subgraph
-from offload.quant import rescale_limit, unusable_scale
+from offload.quant import dtype_range, is_quantized, rescale_limit, scale_zero_point, unusable_scale
 
 __all__ = ["check_engine_node"]
 
@@ -40,6 +40,41 @@ def _sourced(subgraph: Subgraph) -> frozenset[int]:
     return result
 
 
+# OpenVINO's low-precision transformations read a FakeQuantize's real interval
+# [scale * (qmin - zero point), scale * (qmax - zero point)] in float32 and take an end under
+# 1e-6 in magnitude for zero (layer_transformation.cpp getPrecisionDetails, a "hardcoded
+# workaround"): the zero point is dropped and the answer moves by up to zero point * scale /
+# output scale steps (measured: 239 on ADD, MEAN, MUL, HARD_SWISH). At the other end the
+# intervals and the sums formed over them leave float32 (measured: MEAN off by 32 steps from
+# ends near 4e34, MUL from intervals that are inf); 1e30 keeps four decades from there.
+_FLOAT_INTERVAL = (1e-6, 1e30)
+
+
+def _float_interval_reason(node: Node, subgraph: Subgraph, engine: str) -> str | None:
+    """Why an engine that requantizes through float32 real intervals (dequantize, compute,
+    quantize: OpenVINO's FakeQuantize) would not give LiteRT's integer answer on ``node``'s
+    runtime tensors, or None. Constants are dequantized by a multiply, not an interval."""
+    low, high = _FLOAT_INTERVAL
+    for t in (*node.inputs, *node.outputs):
+        if not 0 <= t < len(subgraph.tensors):
+            continue
+        tensor = subgraph.tensors[t]
+        if tensor.is_constant or not is_quantized(tensor):
+            continue
+        qmin, qmax = dtype_range(tensor.dtype)
+        scale, zero_point = scale_zero_point(tensor)
+        with np.errstate(over="ignore"):
+            ends = [float(scale * np.float32(q - zero_point)) for q in (qmin, qmax)]
+        if any(e != 0.0 and not low <= abs(e) <= high for e in ends):
+            return (
+                f"tensor {t} covers [{ends[0]:.3g}, {ends[1]:.3g}] (scale {float(scale)!r}, "
+                f"zero point {zero_point}); expected each end 0 or between {low:g} and "
+                f"{high:g} in magnitude, where {engine}'s float32 requantization gives "
+                "LiteRT's integer answer"
+            )
+    return None
+
+
 def check_engine_node(
     node: Node,
     subgraph: Subgraph,
@@ -47,6 +82,7 @@ def check_engine_node(
     engine: str,
     state: bool = False,
     litert_builtin: bool = False,
+    float_rescale: bool = False,
 ) -> str | None:
     """None if an engine delegate may hand ``node`` to its engine, else the reason it may not.
 
@@ -66,7 +102,12 @@ def check_engine_node(
     typed error and an engine would read as whatever its buffer holds.
 
     ``engine`` names the runtime in the reasons. ``litert_builtin``: the engine is LiteRT's own
-    builtin kernels, whose answer at the overflow edge is the reference's.
+    builtin kernels, whose answer at the overflow edge is the reference's. ``float_rescale``:
+    the engine dequantizes runtime tensors to float32, computes and quantizes back through
+    each tensor's real interval (OpenVINO's FakeQuantize) instead of LiteRT's fixed-point
+    multipliers; a runtime tensor whose interval has an end that is not 0 and under 1e-6 or
+    over 1e30 in magnitude is declined, where that arithmetic loses the zero point or leaves
+    float32 and answers up to hundreds of steps from LiteRT.
     """
     reason = check_exportable(node, subgraph)
     if reason is not None:
@@ -84,6 +125,10 @@ def check_engine_node(
         return limit.message
     if limit is not None and not litert_builtin:
         return f"{limit.message}; {engine} would not give that answer"
+    if float_rescale:
+        reason = _float_interval_reason(node, subgraph, engine)
+        if reason is not None:
+            return reason
     if not state:
         variables = [t for t in node.inputs if t >= 0 and subgraph.tensors[t].is_variable]
         if variables:

@@ -779,6 +779,13 @@ def _add_sub_limit(
             f"output scale), in (0, 1){' or above 1' if op == 'SUB' else ''} (its Prepare "
             f"aborts the process otherwise), found {m_out!r} from {scales}",
         )
+    if op == "SUB" and out.dtype == np.int16 and quantize_multiplier(m_out)[1] > 0:
+        return RescaleLimit(
+            "overflow",
+            f"expected LiteRT's int16 SUB output multiplier, 2 * max(input scales) / (2**15 * "
+            f"output scale), at most 1, found {m_out!r} from {scales}: its kernel divides by a "
+            "negative power of two and answers the difference's sign",
+        )
     acc = (_span(a) * m1 + _span(b) * m2) * (1 << left_shift)
     lane = out.dtype.itemsize == 1 and acc * m_out >= _INT16_LANE
     if lane or _left_shift_overflows(acc, m_out):
@@ -852,6 +859,17 @@ def _hard_swish_limit(x: Tensor, out: Tensor) -> RescaleLimit | None:
             "overflow",
             f"expected a finite output multiplier, input scale / 128 / output scale, found "
             f"{m!r} from input scale {s_in!r}, output scale {so!r}",
+        )
+    # The kernel left-shifts by the "reluish" multiplier's exponent less one as the C
+    # ``1 << amount`` on an int, which past 30 is undefined (x86 masks the amount to 5 bits).
+    reluish = _fdiv(_fmul(1.0 / 128.0, s_in), 3.0 / 32768.0)
+    shift = quantize_multiplier(reluish)[1] - 1 if math.isfinite(reluish) and reluish > 0 else 0
+    if shift > 30:
+        return RescaleLimit(
+            "overflow",
+            f"expected LiteRT's reluish multiplier, input scale / 128 / (3 / 32768), to shift "
+            f"left by at most 30 bits, found {shift} from input scale {s_in!r}: LiteRT's "
+            "answer comes from an undefined C shift",
         )
     return None
 

@@ -40,6 +40,7 @@ from offload.quant import (
     add_reference,
     checked_log2,
     is_quantized,
+    saturating_rounding_doubling_high_mul,
 )
 
 __all__ = [
@@ -270,6 +271,22 @@ def add_sub_quantized(kernel: BinaryOp, sign: int) -> QuantizedFn:
             return run_pot
 
     params = add_params(in1, in2, out, left_shift=15 if dtype == np.int16 else 20)
+    if dtype == np.int16 and sign < 0 and params.output_shift > 0:
+        # LiteRT's int16 SUB rescales its output with MultiplyByQuantizedMultiplierSmallerThanOneExp
+        # even where Prepare formed a multiplier above 1: RoundingDivideByPOT by a negative
+        # exponent, whose vectorized shifts give the difference's sign (0 counting as
+        # positive), not its value. The answer is LiteRT's, checked against its kernels.
+        def run_sign(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            p = params
+            xa = (a.astype(np.int64) - p.input1_zero_point) << p.left_shift
+            xb = (b.astype(np.int64) - p.input2_zero_point) << p.left_shift
+            sa = multiply_by_quantized_multiplier(xa, p.input1_multiplier, p.input1_shift)
+            sb = multiply_by_quantized_multiplier(xb, p.input2_multiplier, p.input2_shift)
+            high = saturating_rounding_doubling_high_mul(sa - sb, p.output_multiplier)
+            raw = np.where(high >= 0, 1, -1) + p.output_zero_point
+            return np.clip(raw, lo, hi).astype(dtype)
+
+        return run_sign
 
     def run(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return add_reference(a, b, params, (lo, hi), dtype, sign=sign)

@@ -34,7 +34,17 @@ class Mul(BinaryOp):
                 f"{out.dtype} output is not supported"
             )
         (s1, z1), (s2, z2), (so, zo) = scale_zp(in1), scale_zp(in2), scale_zp(out)
-        m, sh = quantize_multiplier(s1 * s2 / so)
+        # In float32, as mul.cc forms it: the product of two small scales is subnormal there
+        # and loses bits that a double keeps, and LiteRT's answer follows the float.
+        with np.errstate(over="ignore"):
+            real = float(np.float32(s1) * np.float32(s2) / np.float32(so))
+        if not np.isfinite(real):
+            raise UnsupportedOpError(
+                f"{self.node.describe()}: expected a finite multiplier input scales / output "
+                f"scale in float32, found {real} from input scales {s1!r} and {s2!r}, output "
+                f"scale {so!r}"
+            )
+        m, sh = quantize_multiplier(real)
         clamp = activation_range_quantized(self.activation, out.quantization, out.dtype)
         dtype = out.dtype
 

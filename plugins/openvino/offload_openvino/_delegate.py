@@ -204,7 +204,7 @@ class OpenVINODelegate(Delegate):
 
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         return (
-            offload.check_engine_node(node, subgraph, engine="OpenVINO")
+            offload.check_engine_node(node, subgraph, engine="OpenVINO", float_rescale=True)
             or _type_reason(node, subgraph)
             or _options_reason(node)
         )

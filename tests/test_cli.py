@@ -632,6 +632,10 @@ def test_benchmark_auto_reports_the_time_spent_choosing(
     code, result = run_json(capsys, *argv, "--num_runs", "2", "--min_secs", "0")
     auto = result["configs"][0]["auto"]
     assert code == 0 and auto["from_cache"] is True and auto["choosing_s"] < 1
+    # The benchmark's own inputs were one of the gate's sets, and the key: the same seed
+    # finds the decision the first run stored.
+    assert auto["gate"]["samples"] == 1 and auto["gate"]["inputs"][-1] == "sample 0"
+    assert [c["label"] for c in auto["candidates"]][:1] == ["cpu"]
 
 
 def test_plugin_failing_to_add_commands_is_contained(

@@ -270,3 +270,26 @@ def test_cli_stdout_is_the_report_alone(
     out, err = capfd.readouterr()
     assert json.loads(out)["num_items"] == 3
     assert "a task will be retried" in err and "native chatter" in err
+
+
+def test_an_auto_configuration_checks_its_candidates_on_the_data(
+    models: list[Path], tmp_path: Path
+) -> None:
+    """The first items of the data set are auto's own samples: an 'auto' configuration is
+    given them as auto_inputs, in input order, as the rows will feed them."""
+    from offload.tools import _sweep
+    from offload.tools._sweep_data import DataSpec, Item
+    from offload.tools._sweep_worker import ModelRunner, ModelTask
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, (5, 1, 8, 8, 3)).astype(np.float32)
+    items = tuple(Item(k, arrays=(("image", x[k]),)) for k in range(_sweep.AUTO_SAMPLES))
+    spec = offload.tools._common.parse_config_spec("auto")
+    task = ModelTask(0, str(models[0]), (spec,), 0, DataSpec("npz"), auto_samples=items)
+    runner = ModelRunner(task)
+    samples = runner._auto_samples()
+    assert samples is not None and len(samples) == _sweep.AUTO_SAMPLES
+    np.testing.assert_array_equal(samples[1][0], x[1])
+    auto = runner.interpreters[0].auto_selection
+    assert auto["gate"]["samples"] == _sweep.AUTO_SAMPLES
+    assert auto["gate"]["inputs"][-1] == f"sample {_sweep.AUTO_SAMPLES - 1}"

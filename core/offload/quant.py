@@ -681,7 +681,8 @@ def _fivefold_runs(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, bool] |
 class RescaleLimit:
     """Why LiteRT's kernel cannot take a node's quantization scales as they are.
 
-    ``stage`` is ``"prepare"`` where LiteRT's Prepare aborts the process or refuses the node,
+    ``stage`` is ``"prepare"`` where LiteRT's Prepare aborts the process or refuses the node
+    (or its kernel's answer is undefined),
     ``"overflow"`` where it runs but a register of its kernel can overflow at the ends of the
     input range, where only LiteRT's builtin kernels give LiteRT's answer.
     ``message`` names the multiplier, the scales and LiteRT's condition.
@@ -854,22 +855,29 @@ def _hard_swish_limit(x: Tensor, out: Tensor) -> RescaleLimit | None:
             f"(its Prepare refuses the node otherwise), found {m!r} from input scale "
             f"{s_in!r}, output scale {so!r}",
         )
+    # A multiplier past float range, or a left shift past 30 bits, reaches LiteRT's kernel as
+    # undefined C (QuantizeMultiplier's frexp of inf; the reluish shift below): its answer
+    # is whatever this build's compiler made of that, so offload refuses rather than guess.
     if not math.isfinite(m):
         return RescaleLimit(
-            "overflow",
+            "prepare",
             f"expected a finite output multiplier, input scale / 128 / output scale, found "
-            f"{m!r} from input scale {s_in!r}, output scale {so!r}",
+            f"{m!r} from input scale {s_in!r}, output scale {so!r} (LiteRT's answer is "
+            "undefined there)",
         )
     # The kernel left-shifts by the "reluish" multiplier's exponent less one as the C
     # ``1 << amount`` on an int, which past 30 is undefined (x86 masks the amount to 5 bits).
     reluish = _fdiv(_fmul(1.0 / 128.0, s_in), 3.0 / 32768.0)
-    shift = quantize_multiplier(reluish)[1] - 1 if math.isfinite(reluish) and reluish > 0 else 0
+    if not math.isfinite(reluish):
+        shift: int | float = math.inf
+    else:
+        shift = quantize_multiplier(reluish)[1] - 1 if reluish > 0 else 0
     if shift > 30:
         return RescaleLimit(
-            "overflow",
+            "prepare",
             f"expected LiteRT's reluish multiplier, input scale / 128 / (3 / 32768), to shift "
-            f"left by at most 30 bits, found {shift} from input scale {s_in!r}: LiteRT's "
-            "answer comes from an undefined C shift",
+            f"left by at most 30 bits, found {shift} from input scale {s_in!r} (output scale "
+            f"{so!r}): LiteRT's answer comes from an undefined C shift",
         )
     return None
 
@@ -912,27 +920,64 @@ def _reduce_limit(op: str, x: Tensor, out: Tensor) -> RescaleLimit | None:
     return None
 
 
-# The real bounds of each fused activation LiteRT quantizes onto the output's scale in
-# Prepare (kernel_util.cc CalculateActivationRangeQuantizedImpl).
+# The real bounds of each fused activation LiteRT quantizes onto the output's scale
+# (kernel_util.cc CalculateActivationRangeQuantizedImpl).
 _ACTIVATION_BOUNDS = {"RELU": (0.0,), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
 
+# The ops whose LiteRT kernel calls CalculateActivationRangeQuantized on a quantized path,
+# each with the input whose type selects that path (an int8/uint8/int16 one; a float input
+# with quantized weights is the hybrid path, which clamps in float). Those listed as
+# ``prepare`` call it in Prepare (through PopulateConvolutionQuantizationParams for the
+# convolutions) and refuse the node when it fails. The pools call it at Eval and drop the
+# failed status, then clamp to a bound the failed call never set (uint8 AVERAGE_POOL_2D alone
+# checks it and fails the invoke): LiteRT's answer is undefined there, so offload refuses
+# those too rather than give one of its own.
+_ACTIVATION_RANGE_OPS: dict[str, tuple[Literal["prepare", "eval"], int]] = {
+    "ADD": ("prepare", 0),
+    "SUB": ("prepare", 0),
+    "MUL": ("prepare", 0),
+    "DIV": ("prepare", 0),
+    "FULLY_CONNECTED": ("prepare", 0),
+    "CONV_2D": ("prepare", 0),
+    "DEPTHWISE_CONV_2D": ("prepare", 0),
+    "TRANSPOSE_CONV": ("prepare", 2),
+    "AVERAGE_POOL_2D": ("eval", 0),
+    "MAX_POOL_2D": ("eval", 0),
+}
 
-def _activation_range_limit(activation: Any, out: Tensor) -> RescaleLimit | None:
+
+def _activation_range_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     """kernel_util.cc Quantize: each bound of the fused activation divided by the output
-    scale in float32 and rounded must fit int32, or LiteRT's Prepare refuses the node
-    (``no_integer_overflow_from_quantization``): RELU6 or RELU_N1_TO_1 onto a scale under
-    about 3e-9, for one."""
+    scale in float32 and rounded must fit int32 (``no_integer_overflow_from_quantization``):
+    RELU6 or RELU_N1_TO_1 onto an output scale under about 3e-9, for one. Where it does not,
+    LiteRT's Prepare refuses the node, or, for the pools, its answer is undefined."""
+    entry = _ACTIVATION_RANGE_OPS.get(node.op)
+    activation = node.options.get("fused_activation_function")
     bounds = _ACTIVATION_BOUNDS.get(activation) if isinstance(activation, str) else None
-    if not bounds:
+    if entry is None or not bounds:
+        return None
+    when, selector = entry
+    count = len(subgraph.tensors)
+    picks = (node.inputs[selector] if selector < len(node.inputs) else -1, node.outputs[0])
+    if not all(0 <= t < count for t in picks):
+        return None
+    x, out = (subgraph.tensors[t] for t in picks)
+    if x.dtype not in QUANTIZED_TYPES or not is_quantized(out):
         return None
     scale = float(scale_zero_point(out)[0])
     for bound in bounds:
         q = np.round(_fdiv(bound, scale)) if bound else 0.0
         if not -float(_INT32_LIMIT) <= q <= float(_INT32_LIMIT):
+            consequence = (
+                "LiteRT's Prepare refuses the node"
+                if when == "prepare"
+                else "LiteRT's kernel drops that failure and clamps to a bound it never set, "
+                "so its answer is undefined"
+            )
             return RescaleLimit(
                 "prepare",
                 f"expected the fused {activation}'s bound {bound:g} on the output scale "
-                f"{scale!r} to fit int32, found {q:.3g} (LiteRT's Prepare refuses the node)",
+                f"{scale!r} to fit int32, found {q:.3g} ({consequence})",
             )
     return None
 
@@ -943,7 +988,10 @@ def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     One rule per requantizing op, from the multipliers LiteRT's Prepare forms: ADD, SUB,
     SQUARED_DIFFERENCE (its Prepare aborts the process), HARD_SWISH, CONCATENATION (it refuses
     the node), MUL, MEAN, SUM (they run, and overflow past the bounds given in each
-    message). The CPU reference raises where the stage is ``"prepare"``, as LiteRT would;
+    message). Before those, on every op that quantizes a fused activation's bounds onto the
+    output scale (``_ACTIVATION_RANGE_OPS``: ADD to TRANSPOSE_CONV, and the pools), a bound
+    that leaves int32 there, which LiteRT's Prepare refuses (the pools' answer is then
+    undefined). The CPU reference raises where the stage is ``"prepare"``, as LiteRT would;
     an engine delegate declines the node at either stage (``offload.check_engine_node``),
     LiteRT's own builtin kernels excepted at ``"overflow"``, where theirs is the answer.
     Nodes whose tensors are not quantized, or do not have the types the op takes, get None
@@ -952,6 +1000,9 @@ def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     count = len(subgraph.tensors)
     if not node.outputs or not 0 <= node.outputs[0] < count:
         return None
+    refused = _activation_range_limit(node, subgraph)
+    if refused is not None:
+        return refused
     out = subgraph.tensors[node.outputs[0]]
     data = [
         subgraph.tensors[t] if 0 <= t < count else None
@@ -965,10 +1016,6 @@ def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     ):
         return None
     ready = [t for t in tensors if t is not None]
-    if node.op in ("ADD", "SUB", "MUL"):
-        refused = _activation_range_limit(node.options.get("fused_activation_function"), out)
-        if refused is not None:
-            return refused
     if node.op in ("ADD", "SUB") and len(ready) == 3:
         return _add_sub_limit(node.op, ready[0], ready[1], out, node.options)
     if node.op == "MUL" and len(ready) == 3:

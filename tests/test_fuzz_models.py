@@ -230,3 +230,11 @@ def test_cli_files_target() -> None:
     outcomes = _outcomes("cli_files", cases=range(12))
     _no_finding(outcomes)
     assert any(": ok: exit 2" in o for o in outcomes), outcomes
+
+
+def test_sweep_isolation_target() -> None:
+    """A configuration that kills its worker fails only its own rows; the others equal a sweep
+    without it (one case: two sweeps and three worker deaths, seconds)."""
+    outcomes = _outcomes("sweep_isolation", cases=range(1))
+    _no_finding(outcomes)
+    assert any("ok: 2 of 2 model(s) crash their worker" in o for o in outcomes), outcomes

@@ -920,6 +920,70 @@ def _reduce_limit(op: str, x: Tensor, out: Tensor) -> RescaleLimit | None:
     return None
 
 
+def _spatial_mean(node: Node, subgraph: Subgraph, x: Tensor, out: Tensor) -> bool:
+    """Whether LiteRT's optimized resolver runs the node's MEAN through its dedicated 4-D mean
+    over height and width (int8 and uint8, keep_dims, axes 1 and 2); from the output's shape
+    where the axes are not a constant."""
+    if x.dtype not in (np.int8, np.uint8) or len(x.shape) != 4 or len(out.shape) != 4:
+        return False
+    if not node.options.get("keep_dims", False):
+        return False
+    index = node.inputs[1] if len(node.inputs) > 1 else -1
+    axis = subgraph.tensors[index] if 0 <= index < len(subgraph.tensors) else None
+    if axis is not None and axis.is_constant:
+        axes = [int(a) % 4 for a in np.asarray(axis.constant_value()).ravel()]
+        return len(axes) == 2 and sorted(axes) == [1, 2]
+    return tuple(out.shape) == (x.shape[0], 1, 1, x.shape[3])
+
+
+def _mean_undefined(node: Node, subgraph: Subgraph, x: Tensor, out: Tensor) -> RescaleLimit | None:
+    """MEAN's scales where LiteRT's kernel leaves C++'s defined behaviour, so that its answer
+    is whatever the compiler made of it, not a rule to follow: its int32
+    MultiplyByQuantizedMultiplier shifts left by the multiplier's exponent as ``1 << shift``,
+    past the int's width from a shift of 32 (input over output scale about 2**31 times the
+    element count, and more); the 4-D mean over height and width (optimized Mean4D) also
+    casts ``input zero point * input scale / output scale`` (float32) to int32, out of range
+    from 2**31. The reference kernel (int16, other axes) folds 1/count into the multiplier
+    first (reduce.h QuantizedMeanOrSum), the 4-D one into the float32 scale."""
+    s_in, z_in = scale_zero_point(x)
+    s_out = scale_zero_point(out)[0]
+    count = max(1, math.prod(x.shape) // max(1, math.prod(out.shape)))
+    ratio = f"input scale {float(s_in)!r}, output scale {float(s_out)!r}, {count} elements"
+    spatial = _spatial_mean(node, subgraph, x, out)
+    with np.errstate(all="ignore"):
+        if spatial:
+            temp = np.float32(z_in) * s_in / s_out
+            temp = temp + np.float32(0.5) if temp > 0 else temp - np.float32(0.5)
+            if not -(2.0**31) <= float(temp) < 2.0**31:
+                return RescaleLimit(
+                    "prepare",
+                    f"expected LiteRT's MEAN bias, input zero point {z_in} times input scale "
+                    f"over output scale ({float(temp)!r}), within int32, found it past "
+                    f"({ratio}): LiteRT casts it to int32, which C++ leaves undefined",
+                )
+            real = float(s_in / (np.float32(count) * s_out))
+        else:
+            real = float(np.float64(s_in) / np.float64(s_out))
+    if math.isfinite(real):
+        shift = quantize_multiplier(real)[1]
+        if not spatial:
+            shift -= min(count.bit_length() - 1, 32, 31 + shift)
+        if shift < _INT32_BITS:
+            return None
+        what = f"a left shift of {shift} bits"
+    else:  # its cast to an integer in QuantizeMultiplier is undefined too
+        what = f"a multiplier of {real!r}"
+    return RescaleLimit(
+        "prepare",
+        f"expected LiteRT's MEAN multiplier to shift an int32 left by at most 31 bits, found "
+        f"{what} ({ratio}): C++ leaves that undefined, so LiteRT's answer is no rule to follow",
+    )
+
+
+# The width of the int LiteRT's MultiplyByQuantizedMultiplier shifts left as ``1 << shift``.
+_INT32_BITS = 32
+
+
 # The real bounds of each fused activation LiteRT quantizes onto the output's scale
 # (kernel_util.cc CalculateActivationRangeQuantizedImpl).
 _ACTIVATION_BOUNDS = {"RELU": (0.0,), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
@@ -988,9 +1052,10 @@ def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
     One rule per requantizing op, from the multipliers LiteRT's Prepare forms: ADD, SUB,
     SQUARED_DIFFERENCE (its Prepare aborts the process), HARD_SWISH, CONCATENATION (it refuses
     the node), MUL, MEAN, SUM (they run, and overflow past the bounds given in each
-    message). Before those, on every op that quantizes a fused activation's bounds onto the
-    output scale (``_ACTIVATION_RANGE_OPS``: ADD to TRANSPOSE_CONV, and the pools), a bound
-    that leaves int32 there, which LiteRT's Prepare refuses (the pools' answer is then
+    message; MEAN's kernel is undefined past a 31-bit shift, refused there). Before those,
+    on every op that quantizes a fused activation's bounds onto the output scale
+    (``_ACTIVATION_RANGE_OPS``: ADD to TRANSPOSE_CONV, and the pools), a bound that leaves
+    int32 there, which LiteRT's Prepare refuses (the pools' answer is then
     undefined). The CPU reference raises where the stage is ``"prepare"``, as LiteRT would;
     an engine delegate declines the node at either stage (``offload.check_engine_node``),
     LiteRT's own builtin kernels excepted at ``"overflow"``, where theirs is the answer.
@@ -1026,6 +1091,10 @@ def rescale_limit(node: Node, subgraph: Subgraph) -> RescaleLimit | None:
         return _hard_swish_limit(ready[0], out)
     if node.op == "CONCATENATION":
         return _concatenation_limit(ready[:-1], out)
+    if node.op == "MEAN":
+        undefined = _mean_undefined(node, subgraph, ready[0], out)
+        if undefined is not None:
+            return undefined
     if node.op in ("MEAN", "SUM"):
         return _reduce_limit(node.op, ready[0], out)
     return None

@@ -13,7 +13,7 @@ prepare is not a valid node. ``scripts/probe_op_types.py`` records what LiteRT a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from offload.errors import TensorTypeError
@@ -75,6 +75,9 @@ class OpTypes:
     ``outputs``: the rule for every output, or by output position; an output it does not
     rule must have the type of the first ``same`` input (or input 0), under that input's
     rule, as in most ops.
+    ``across``: a rule no single position can state, as a type that follows another
+    tensor's type and the node's options (a convolution's bias follows its input's); given
+    the node and the subgraph's tensors, it returns why the node breaks it, or None.
     """
 
     inputs: Mapping[int, TypeRule]
@@ -82,6 +85,7 @@ class OpTypes:
     outputs: TypeRule | Mapping[int, TypeRule] | None = None
     # The rule of every input of an op of any arity (CONCATENATION), all of one type.
     variadic: TypeRule | None = None
+    across: Callable[[Node, Sequence[Tensor]], str | None] | None = None
 
 
 def accepts(
@@ -91,18 +95,20 @@ def accepts(
     data: Sequence[int] | str = (0,),
     output: TypeRule | Mapping[int, TypeRule] | None = None,
     others: Mapping[int, TypeRule] | None = None,
+    across: Callable[[Node, Sequence[Tensor]], str | None] | None = None,
 ) -> OpTypes:
     """The common shape of a declaration: the data inputs at positions ``data`` share one type
     from ``plain`` (or ``quantized``, with parameters), the outputs have that type unless
     ``output`` says otherwise, and ``others`` rules the remaining inputs (index operands).
-    ``data="all"`` makes every input a data input, for ops of any arity."""
+    ``data="all"`` makes every input a data input, for ops of any arity; ``across`` is
+    :class:`OpTypes`'."""
     rule = one_of(plain, quantized)
     if data == "all":
-        return OpTypes(dict(others or {}), (), output, variadic=rule)
+        return OpTypes(dict(others or {}), (), output, variadic=rule, across=across)
     assert not isinstance(data, str)
     inputs = {position: rule for position in data}
     inputs.update(others or {})
-    return OpTypes(inputs, tuple(data), output)
+    return OpTypes(inputs, tuple(data), output, across=across)
 
 
 def check_node_types(node: Node, tensors: Sequence[Tensor], declared: OpTypes) -> None:
@@ -157,6 +163,10 @@ def check_node_types(node: Node, tensors: Sequence[Tensor], declared: OpTypes) -
             )
         elif data_rule is not None and (found := data_rule.violation(tensor)) is not None:
             refuse(f"output {position}", tensor, found, data_rule.describe())
+    if declared.across is not None:
+        why = declared.across(node, tensors)
+        if why is not None:
+            raise TensorTypeError(f"{node.describe()}: {why}")
 
 
 # The weights of a convolution or a fully connected layer: float, or integers with their

@@ -23,6 +23,7 @@ import numpy as np
 from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._bias import bias_types
 from offload.ops._conv import (
     REQUANTIZE_BYTES,
     ROWS_PER_CHUNK_ELEMENTS,
@@ -113,7 +114,9 @@ class _HybridRows(NamedTuple):
 class Conv2D(OpKernel):
     op = "CONV_2D"
     max_version = 8
-    types = accepts("FLOAT32", "INT8 UINT8 INT16", others={1: WEIGHTS})
+    types = accepts(
+        "FLOAT32", "INT8 UINT8 INT16", others={1: WEIGHTS}, across=bias_types(0, 2, "requested")
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

@@ -36,6 +36,7 @@ import numpy as np
 from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape, present
+from offload.ops._bias import bias_types
 from offload.ops._conv import (
     RuyRequantizer,
     activation_scratch,
@@ -159,7 +160,12 @@ class _TapPlan:
 class DepthwiseConv2D(OpKernel):
     op = "DEPTHWISE_CONV_2D"
     max_version = 7
-    types = accepts("FLOAT32", "INT8 UINT8 INT16", others={1: WEIGHTS})
+    types = accepts(
+        "FLOAT32",
+        "INT8 UINT8 INT16",
+        others={1: WEIGHTS},
+        across=bias_types(0, 2, "int64", option=False),
+    )
     writes_into = True
 
     @classmethod

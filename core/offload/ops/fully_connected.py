@@ -19,6 +19,7 @@ import numpy as np
 from offload.errors import UnsupportedOpError
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._bias import bias_types
 from offload.ops._conv import (
     IntegerGemm,
     Rounding,
@@ -78,6 +79,7 @@ class FullyConnected(OpKernel):
         "INT8 UINT8 INT16",
         output=one_of("FLOAT32", "INT8 UINT8 INT16"),
         others={1: WEIGHTS},
+        across=bias_types(0, 2, "either"),
     )
     # v8 (sparse weights) and v14 (int2 weights) are refused in setup.
     max_version = 13

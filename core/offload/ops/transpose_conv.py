@@ -37,6 +37,7 @@ import numpy as np
 from offload.geometry import geometry
 from offload.ops._activation import apply_fused_activation
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape, present
+from offload.ops._bias import bias_types
 from offload.ops._conv import (
     REQUANTIZE_BYTES,
     Rounding,
@@ -130,7 +131,13 @@ def transposed_shape(output_shape: np.ndarray, x: Shape, f: Shape) -> Shape:
 class TransposeConv(OpKernel):
     op = "TRANSPOSE_CONV"
     max_version = 5
-    types = accepts("FLOAT32", "INT8 UINT8 INT16", data=(2,), others={1: WEIGHTS})
+    types = accepts(
+        "FLOAT32",
+        "INT8 UINT8 INT16",
+        data=(2,),
+        others={1: WEIGHTS},
+        across=bias_types(2, 3, "requested"),
+    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:

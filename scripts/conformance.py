@@ -2,7 +2,7 @@
 
 The second half of ``make conformance`` (the first makes the full-size models with
 TensorFlow). Each model runs on several seeds and input distributions through LiteRT's builtin
-kernels and offload's CPU reference with ``offload.tools.diff_per_node``; a model conforms when,
+kernels and offload's CPU reference with ``offload.diff_per_node``; a model conforms when,
 on every input:
 
 * int8, QAT and dynamic-range models (integer arithmetic, which LiteRT's kernels fix exactly):

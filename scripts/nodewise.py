@@ -1,6 +1,6 @@
 """Audit offload's CPU kernels against LiteRT node by node on a real model.
 
-A thin wrapper over ``offload diff --per-node`` (offload.tools._per_node): LiteRT runs the
+A thin wrapper over ``offload diff --per-node`` (offload.diff_per_node): LiteRT runs the
 model once with every intermediate kept, and each node's CPU kernel is re-run on LiteRT's own
 inputs for that node, for every node (not only divergent ones), so a disagreement is pinned to
 one node instead of one model. Integers pass within 1 step, floats within 1e-5 relative error,
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from offload import NodeDiff, diff_per_node
 from offload.tools._common import INPUT_KINDS
-from offload.tools._per_node import NodeDiff, diff_per_node
 
 
 def describe(row: NodeDiff) -> tuple[bool, str]:

@@ -638,10 +638,10 @@ def sweep_isolation(case: int, delegate: str | None) -> str:
     """``offload.sweep`` over 1-3 tiny classifiers and seeded random data, with a configuration
     that kills its worker (``tests._crash_delegate``, at kernel init or at invoke, on models with
     an ADD) among ``cpu`` and the delegate named, at a random place in the list, with 2 or 3
-    worker processes and random shard sizes. Pass: every (model, configuration) row exactly once; the
-    crashing configuration's rows fail, after its retries, on the models it takes a node of and
-    are ok on the others; every other row equals, figure for figure, a sweep of the same
-    models and data without the crashing configuration."""
+    worker processes and random shard sizes. Pass: every (model, configuration) row exactly
+    once; the crashing configuration's rows fail, after its retries, on the models it takes a
+    node of and are ok on the others; every other row equals, figure for figure, a sweep of
+    the same models and data without the crashing configuration."""
     from tests._sweep_models import colour_classifier
 
     if why := _available(delegate):

@@ -305,3 +305,76 @@ def test_unreadable_cache_warnings_do_not_leak_from_candidates(model):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _chosen(model)
+
+
+def _decision_key(precision_loss_allowed: bool, num_threads: int) -> dict:
+    return {
+        "model": "ab" * 32,
+        "inputs": [[[1, 16], "float32"]],
+        "machine": {"cpu": "a CPU", "cpus": 2},
+        "devices": {"delegates": {"fast": {"device": "the card"}}},
+        "versions": {"offload": "0.1.0", "numpy": "2.0"},
+        "options": {
+            "delegates": {"fast": {"num_threads": 1, "max_delegated_partitions": None}},
+            "num_threads": num_threads,
+            "accuracy": {"float_relative": 1e-4, "precision_loss_allowed": precision_loss_allowed},
+            "hardware": ["cpu", "gpu"],
+        },
+        "budget": 2.0,
+    }
+
+
+def test_a_changed_key_names_only_the_settings_that_differ(tmp_path):
+    """Two decisions apart in precision_loss_allowed and num_threads: the lookup names those
+    two leaves with stored -> now, never the options' whole dictionaries."""
+    source = _auto_cache.ModelSource(b"model bytes")
+    stored = {"chosen": [{"name": "fast", "options": {}}]}
+    assert _auto_cache.DecisionStore(tmp_path).save(source, _decision_key(True, 1), stored)
+    found = _auto_cache.DecisionStore(tmp_path).lookup(source, _decision_key(False, 2))
+    assert found.status == "changed"
+    assert found.changed == ["options"]  # the key fields, as before
+    assert found.differences == [
+        {"key": "options.accuracy.precision_loss_allowed", "stored": "true", "now": "false"},
+        {"key": "options.num_threads", "stored": "1", "now": "2"},
+    ]
+    assert found.detail == (
+        "the stored decision was made with other settings: "
+        "options.accuracy.precision_loss_allowed: true -> false; options.num_threads: 1 -> 2"
+    )
+    assert found.summary()["differences"] == found.differences
+
+
+def test_long_values_in_a_changed_key_are_shortened():
+    """Hashes show their first 12 characters, lists of more than four items their count, a
+    missing key "absent", and no hardware named "any"."""
+    stored = {
+        "model": "a" * 64,
+        "options": {"hardware": ["cpu", "gpu"], "gate": {"samples": "c" * 64}},
+        "versions": {"ops": ["ADD", "MUL"]},
+    }
+    now = {
+        "model": "b" * 64,
+        "options": {"hardware": None, "gate": {"samples": "d" * 64}},
+        "versions": {"ops": ["ADD", "MUL", "SUB", "DIV", "EXP"], "openvino": "2025.1"},
+    }
+    assert _auto_cache.key_differences(stored, now) == [
+        {"key": "model", "stored": "a" * 12, "now": "b" * 12},
+        {"key": "options.gate.samples", "stored": "c" * 12, "now": "d" * 12},
+        {"key": "options.hardware", "stored": "cpu,gpu", "now": "any"},
+        {"key": "versions.openvino", "stored": "absent", "now": "2025.1"},
+        {"key": "versions.ops", "stored": "ADD,MUL", "now": "[5 items]"},
+    ]
+
+
+def test_a_program_with_other_auto_options_is_reported_by_setting(model, auto_cache):
+    """A decision stored by a program that allowed precision loss, looked up by one that does
+    not and runs two threads: the report lists the options' leaves that moved, each short."""
+    _chosen(model, auto_precision_loss_allowed=True, num_threads=1)
+    auto = _chosen(model, num_threads=2).auto_selection
+    cache = auto["cache"]
+    assert cache["status"] == "changed" and cache["changed"] == ["options"]
+    moved = {d["key"]: (d["stored"], d["now"]) for d in cache["differences"]}
+    assert moved["options.accuracy.precision_loss_allowed"] == ("true", "false")
+    assert moved["options.num_threads"] == ("1", "2")
+    assert all(key.startswith("options.") for key in moved)
+    assert "{" not in cache["detail"] and len(cache["detail"]) < 400

@@ -735,7 +735,7 @@ def test_sweep_prints_its_figures_when_a_report_file_fails(
     def disk_full(report: object, path: Path) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("offload.tools._sweep_report.write_csv", disk_full)
+    monkeypatch.setattr("offload._sweep_report.write_csv", disk_full)
     csv_path = tmp_path / "r.csv"
     argv = ["sweep", str(tiny), "-c", "cpu", "--reference", "cpu", "--workers", "1"]
     assert main([*argv, "--random", "2", "--csv", str(csv_path)]) == 2

@@ -1,4 +1,4 @@
-"""`offload diff --per-node` and offload.tools._per_node.diff_per_node: real runs, both sides.
+"""`offload diff --per-node` and offload.diff_per_node: real runs, both sides.
 
 Wrong configurations are real delegates loaded from files (LiteRT's external-delegate path),
 whose ADD is wrong on purpose; nothing of the tool itself is replaced.
@@ -17,9 +17,11 @@ import pytest
 
 import offload
 from offload._cli import main
+from offload._per_node import compare_tensors, diff_per_node
+from offload._seeded_inputs import input_arrays, random_inputs
+from offload.errors import UsageError
 from offload.model import ModelBuilder
-from offload.tools._common import UsageError, input_arrays, random_inputs
-from offload.tools._per_node import compare_tensors, diff_per_node, format_text
+from offload.tools._per_node_text import format_text
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -14,12 +14,12 @@ import pytest
 
 import offload
 from offload._cli import main
+from offload._config_spec import parse_config_spec
+from offload._sweep_engines import MAX_ATTEMPTS
+from offload._sweep_report import Collector, ModelEntry
+from offload._sweep_worker import ConfigInfo, SweepShard
 from offload.errors import UsageError
-from offload.tools import _sweep as sweep_module
-from offload.tools._common import parse_config_spec
-from offload.tools._sweep_engines import MAX_ATTEMPTS
-from offload.tools._sweep_report import Collector, ModelEntry
-from offload.tools._sweep_worker import ConfigInfo, SweepShard
+from offload.tools import _sweep as sweep_command
 from tests._models import FIXTURES
 from tests._sweep_models import colour_classifier, image_folder
 
@@ -257,14 +257,14 @@ def test_cli_stdout_is_the_report_alone(
 ) -> None:
     """What is printed while the sweep runs (Ray's notices of a retried task or a lost node,
     an engine writing from native code) goes to stderr: stdout is the report alone."""
-    real = sweep_module.sweep
+    real = sweep_command.sweep
 
     def chatty(*args: object, **kwargs: object) -> offload.SweepReport:
         print("(raylet) a task will be retried")
         os.write(1, b"native chatter\n")
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sweep_module, "sweep", chatty)
+    monkeypatch.setattr(sweep_command, "sweep", chatty)
     argv = ["sweep", str(models[0]), "--random", "3", "--reference", "cpu", "--workers", "1"]
     assert main([*argv, "--json"]) == 0
     out, err = capfd.readouterr()
@@ -277,14 +277,14 @@ def test_an_auto_configuration_checks_its_candidates_on_the_data(
 ) -> None:
     """The first items of the data set are auto's own samples: an 'auto' configuration is
     given them as auto_inputs, in input order, as the rows will feed them."""
-    from offload.tools import _sweep
-    from offload.tools._sweep_data import DataSpec, Item
-    from offload.tools._sweep_worker import ModelRunner, ModelTask
+    from offload import _sweep
+    from offload._sweep_data import DataSpec, Item
+    from offload._sweep_worker import ModelRunner, ModelTask
 
     rng = np.random.default_rng(2)
     x = rng.uniform(-1, 1, (5, 1, 8, 8, 3)).astype(np.float32)
     items = tuple(Item(k, arrays=(("image", x[k]),)) for k in range(_sweep.AUTO_SAMPLES))
-    spec = offload.tools._common.parse_config_spec("auto")
+    spec = parse_config_spec("auto")
     task = ModelTask(0, str(models[0]), (spec,), 0, DataSpec("npz"), auto_samples=items)
     runner = ModelRunner(task)
     samples = runner._auto_samples()

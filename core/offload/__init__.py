@@ -35,12 +35,13 @@ from offload._loader import load_model
 from offload._matrix import capability_matrix
 from offload._partition import Partition
 from offload._patch import LiteRTPatch, patch_litert
+from offload._per_node import diff_per_node
+from offload._per_node_result import NodeDiff, PerNodeDiff, TensorComparison
 from offload._plan import Plan
 from offload._plugins import list_delegates, list_plugins, load_delegate, reload_plugins
 from offload._providers import DelegateFlag, DelegateProvider
+from offload._sweep import SweepReport, SweepRow, SweepShard, sweep
 from offload.hookspecs import hookimpl
-from offload.tools._per_node import NodeDiff, PerNodeDiff, TensorComparison, diff_per_node
-from offload.tools._sweep import SweepReport, SweepRow, SweepShard, sweep
 
 __version__ = "0.1.0"
 

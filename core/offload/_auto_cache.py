@@ -19,10 +19,11 @@ A decision is valid for one key, a dict of named fields:
 Entries are sealed :mod:`offload.cache` entries (namespace ``"auto"``, kind ``"decision"``),
 one per model source (its real path, or the content hash for ``model_content``), each holding
 the latest :data:`MAX_RECORDS` decisions with their full keys. A lookup that finds no record
-with an equal key reports the fields in which the closest record differs, so "measured again:
-budget changed" is said rather than guessed. A damaged or forged entry fails its HMAC, is
-deleted with a :class:`~offload.cache.CacheWarning` and the choice is measured again; a sealed
-entry whose content does not parse is discarded the same way.
+with an equal key reports the fields in which the closest record differs and, within them, the
+few settings that moved (``options.num_threads: 1 -> 2``), so "measured again: budget changed"
+is said rather than guessed, and read in one line rather than two dictionaries. A damaged or
+forged entry fails its HMAC, is deleted with a :class:`~offload.cache.CacheWarning` and the
+choice is measured again; a sealed entry whose content does not parse is discarded the same way.
 
 Two figures are expensive to recompute on every lookup, and are memoised in the entry:
 the model's hash (kept with the file's device, inode, size and modification and change times,
@@ -262,32 +263,94 @@ class ModelSource:
 
 @dataclass
 class Lookup:
-    """What a lookup found: ``status`` is "hit", "miss", "changed", "rejected" or "off"."""
+    """What a lookup found: ``status`` is "hit", "miss", "changed", "rejected" or "off".
+
+    Where "changed": ``changed`` names the key fields (:data:`KEY_FIELDS`) in which the
+    closest stored record differs, and ``differences`` the leaves that differ in them, each
+    ``{"key": "options.num_threads", "stored": "1", "now": "2"}`` with values shortened as
+    ``detail`` shows them."""
 
     status: str
     record: dict[str, Any] | None = None
     changed: list[str] = field(default_factory=list)
     detail: str = ""
     path: str | None = None
+    differences: list[dict[str, str]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "changed": list(self.changed),
+            "differences": [dict(d) for d in self.differences],
             "detail": self.detail,
             "path": self.path,
         }
 
 
-def _describe_change(name: str, old: Any, new: Any) -> str:
-    if isinstance(old, dict) and isinstance(new, dict):
-        keys = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys[:3])
-        more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
-        return f"{name} ({shown}{more})"
-    if name == "model":
-        return "model (its content changed)"
-    return f"{name} ({old!r} -> {new!r})"
+# How many differences the detail names before "and N more": a device or version change can
+# differ in dozens of leaves, and a person reads the first few (``differences`` has them all).
+_SHOWN_DIFFERENCES = 6
+_LIST_ITEMS = 4  # a longer list is shown as its count
+_TEXT_CHARS = 40  # a longer string is cut to this many characters
+_HASH = re.compile(r"[0-9a-f]{32,}")
+# Leaves whose null means something a person would not guess from "null".
+_NULL_MEANS = {"options.hardware": "any"}
+
+
+def _show(value: Any, key: str = "", *, nested: bool = False) -> str:
+    """``value`` as a short token: JSON scalars, hashes cut to 12 characters, short lists
+    comma-joined, longer lists and mappings by their size."""
+    if value is None:
+        return _NULL_MEANS.get(key, "null")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        if _HASH.fullmatch(value):
+            return value[:12]
+        if not value:
+            return '""'
+        return value if len(value) <= _TEXT_CHARS else value[: _TEXT_CHARS - 3] + "..."
+    if isinstance(value, list):
+        if len(value) > _LIST_ITEMS:
+            return f"[{len(value)} items]"
+        text = ",".join(_show(v, nested=True) for v in value)
+        return f"[{text}]" if nested or not value else text
+    if isinstance(value, dict):
+        return f"{{{len(value)} keys}}"
+    return str(value)
+
+
+def key_differences(stored: Any, now: Any, key: str = "") -> list[dict[str, str]]:
+    """The leaves in which ``stored`` and ``now`` differ, walking mappings key by key: a
+    difference is said as the few settings that moved, not as two whole dictionaries.
+    A key present on one side only is shown as "absent" on the other."""
+    if stored == now:
+        return []
+    if isinstance(stored, dict) and isinstance(now, dict):
+        found = []
+        for k in sorted(stored.keys() | now.keys(), key=str):
+            path = f"{key}.{k}" if key else str(k)
+            if k not in stored or k not in now:
+                found.append(
+                    {
+                        "key": path,
+                        "stored": _show(stored[k], path) if k in stored else "absent",
+                        "now": _show(now[k], path) if k in now else "absent",
+                    }
+                )
+            else:
+                found += key_differences(stored[k], now[k], path)
+        return found
+    return [{"key": key, "stored": _show(stored, key), "now": _show(now, key)}]
+
+
+def describe_differences(found: list[dict[str, str]]) -> str:
+    """``a.b: old -> new; c: old -> new`` for the first few, then how many more."""
+    shown = "; ".join(
+        f"{d['key']}: {d['stored']} -> {d['now']}" for d in found[:_SHOWN_DIFFERENCES]
+    )
+    more = len(found) - _SHOWN_DIFFERENCES
+    return f"{shown}; and {more} more" if more > 0 else shown
 
 
 def _jsonable(value: Any) -> Any:
@@ -457,22 +520,19 @@ class DecisionStore:
                 return Lookup("rejected", detail=f"stored entry rejected: {rejected}", path=where)
             return Lookup("miss", detail="no decision stored for this model here", path=where)
         key = _jsonable(dict(key))
-        best: tuple[int, list[str]] | None = None
+        # The closest record: fewest key fields apart, then fewest settings within them.
+        best: tuple[int, int, list[str], list[dict[str, str]]] | None = None
         for record in entry["records"]:
             found = record["key"]
             differ = [f for f in KEY_FIELDS if found.get(f) != key.get(f)]
             if not differ:
                 return Lookup("hit", record=record, path=where)
-            if best is None or len(differ) < best[0]:
-                best = (
-                    len(differ),
-                    [_describe_change(f, found.get(f), key.get(f)) for f in differ],
-                )
-        changed = best[1] if best else []
-        detail = "the stored decision was made for another " + "; ".join(changed)
-        return Lookup(
-            "changed", changed=[c.split(" ", 1)[0] for c in changed], detail=detail, path=where
-        )
+            leaves = [d for f in differ for d in key_differences(found.get(f), key.get(f), f)]
+            if best is None or (len(differ), len(leaves)) < best[:2]:
+                best = (len(differ), len(leaves), differ, leaves)
+        changed, leaves = (best[2], best[3]) if best else ([], [])
+        detail = "the stored decision was made with other settings: " + describe_differences(leaves)
+        return Lookup("changed", changed=changed, detail=detail, path=where, differences=leaves)
 
     def save(
         self,

@@ -164,7 +164,7 @@ def main(runs: int = 20) -> int:
         if record.availability.available:
             configs.append((record.name, {"delegates": [load_delegate(record.name)]}))
         else:
-            print(f"delegate {record.name}: unavailable here ({record.availability.reason})")
+            _say(f"delegate {record.name}: unavailable here ({record.availability.reason})")
     with tempfile.TemporaryDirectory() as cache:
         # A fresh decision cache, so that the demo measures (and then shows it remembered).
         configs.append(("default", {"auto_cache_dir": cache}))
@@ -218,6 +218,13 @@ def _run_configs(
     return rows, auto
 
 
+def _say(text: str) -> None:
+    """A paragraph of the demo's output, in lines as wide as offload check's."""
+    from offload.tools._common import wrap_text
+
+    print(wrap_text(text))
+
+
 def _print_rows(rows: list[list[str]]) -> None:
     from offload.tools._common import format_table
 
@@ -235,13 +242,14 @@ def _print_choice(auto: dict[str, Any], source: dict[str, Any], cache: str) -> N
     again.allocate_tensors()
     total_ms = 1000 * (time.perf_counter() - start)
     second = again.auto_selection or {}
-    print(
-        f"\nA second auto interpreter took the remembered choice "
+    print()
+    _say(
+        f"A second auto interpreter took the remembered choice "
         f"({', '.join(second.get('chosen', []))}): choosing "
         f"{1000 * (second.get('choosing_s') or 0.0):.1f} ms, nothing timed "
         f"(interpreter and allocate_tensors {total_ms:.1f} ms)."
     )
-    print(
+    _say(
         "With no delegate named, offload.Interpreter(model_path=...) applies that remembered "
         "choice too (litert while none is stored); delegates=[] runs the CPU reference alone."
     )

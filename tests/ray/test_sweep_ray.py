@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import offload
-from offload.tools import _sweep_engines as engines
-from offload.tools._sweep_engines import MAX_ATTEMPTS
+from offload import _sweep_engines as engines
+from offload._sweep_engines import MAX_ATTEMPTS
 from tests._sweep_models import colour_classifier, image_folder
 from tests.test_sweep import figures
 

@@ -32,11 +32,12 @@ from offload.tools._common import (
     add_json_arg,
     build_delegates,
     check_output_file,
+    fit_table,
     format_error,
-    format_table,
     interpreter_options,
     print_json,
     requested_delegates,
+    wrap_text,
     write_output,
 )
 from offload.tools._graph_draw import _ranges, plan_html, plan_svg
@@ -179,16 +180,35 @@ def collect(
     return report, plan
 
 
+def _say(text: str, indent: str = "") -> None:
+    """One line of the report, wrapped under its indent (reasons and lists can be long)."""
+    print(wrap_text(text, indent))
+
+
+# A table cell's node ranges are cut after this many characters: a fragmented partition lists
+# hundreds of ranges, which --json and the HTML report carry in full.
+_RANGES_CELL = 32
+
+
+def _ranges_cell(nodes: list[int]) -> str:
+    text = _ranges(nodes)
+    if len(text) <= _RANGES_CELL:
+        return text
+    head = text[: _RANGES_CELL - 10].rsplit(", ", 1)[0]
+    return f"{head}, ... ({len(nodes)})"
+
+
 def print_text(report: dict[str, Any]) -> None:
     m = report["model"]
-    print(f"Model: {m['path']}")
-    print(f"  type: {m['model_type']} (decided by {m['model_type_reason']})")
-    print(f"  subgraphs: {m['subgraphs']}, nodes: {m['nodes']}, tensors: {m['tensors']}")
+    _say(f"Model: {m['path']}")
+    _say(f"type: {m['model_type']} (decided by {m['model_type_reason']})", "  ")
+    _say(f"subgraphs: {m['subgraphs']}, nodes: {m['nodes']}, tensors: {m['tensors']}", "  ")
     print("\nOp histogram")
-    print(format_table(["op", "count"], report["op_histogram"].items(), "  "))
+    print(fit_table(["op", "count"], report["op_histogram"].items(), "  "))
     delegates = report["plan"]["delegates"]
     order = ", ".join(delegates) or "none (everything runs on the CPU reference)"
-    print(f"\nPartition plan (delegates in priority order: {order})")
+    print()
+    _say(f"Partition plan (delegates in priority order: {order})")
     rows = [
         [
             name,
@@ -202,7 +222,7 @@ def print_text(report: dict[str, Any]) -> None:
     ]
     rows.append(["cpu", "yes", len(report["plan"]["cpu"]["nodes"]), "", "", ""])
     print(
-        format_table(
+        fit_table(
             [
                 "delegate",
                 "available",
@@ -217,19 +237,20 @@ def print_text(report: dict[str, Any]) -> None:
     )
     for name, d in delegates.items():
         if not d["available"]:
-            print(
-                f"  {name} is installed but unavailable here: {d['reason']} "
-                "(planned anyway; at run time these nodes would run on the CPU)"
+            _say(
+                f"{name} is installed but unavailable here: {d['reason']} "
+                "(planned anyway; at run time these nodes would run on the CPU)",
+                "  ",
             )
         if d["rejected_model"]:
-            print(f"  {name} rejects the whole model: {d['rejected_model']}")
+            _say(f"{name} rejects the whole model: {d['rejected_model']}", "  ")
     if report["plan"]["partitions"]:
         print("\nPartitions")
         rows = [
             [
                 f"#{p['index']}",
                 p["delegate"],
-                _ranges(p["nodes"]),
+                _ranges_cell(p["nodes"]),
                 len(p["inputs"]),
                 len(p["outputs"]),
                 p["bytes_copied_per_invoke"],
@@ -237,23 +258,25 @@ def print_text(report: dict[str, Any]) -> None:
             for p in report["plan"]["partitions"]
         ]
         print(
-            format_table(
+            fit_table(
                 ["partition", "delegate", "nodes", "inputs", "outputs", "bytes copied"], rows, "  "
             )
         )
     if report["fallback"] and delegates:
         print("\nLeft on the CPU (per op)")
         for f in report["fallback"]:
-            print(f"  {f['op']} x{f['count']} (nodes {_ranges(f['nodes'])})")
+            _say(f"{f['op']} x{f['count']} (nodes {_ranges(f['nodes'])})", "  ")
             for r in f["reasons"]:
-                print(
-                    f"    {r['delegate']}: cannot handle {len(r['nodes'])} node(s) "
-                    f"[{_ranges(r['nodes'])}]: {r['reason']}"
+                _say(
+                    f"{r['delegate']}: cannot handle {len(r['nodes'])} node(s) "
+                    f"[{_ranges(r['nodes'])}]: {r['reason']}",
+                    "    ",
                 )
     if "default" in report and report["default"]["mode"] == "default":
         d = report["default"]
-        print(
-            f"\nDefault delegates: {', '.join(d['applied'])} (from {d['source']}): "
+        print()
+        _say(
+            f"Default delegates: {', '.join(d['applied'])} (from {d['source']}): "
             f"{d.get('reason') or d['why']}"
         )
     if "auto" in report and report["auto"].get("mode") != "default":
@@ -261,7 +284,12 @@ def print_text(report: dict[str, Any]) -> None:
     if report["cpu_missing_kernels"]:
         print("\nThe CPU reference has no kernel for")
         for op, reason in report["cpu_missing_kernels"].items():
-            print(f"  {op}: {reason}")
+            _say(f"{op}: {reason}", "  ")
+
+
+# A new driver or package version can move dozens of settings at once (each ICD file, each
+# requirement's version); the first few say what kind of change it was.
+_SHOWN_DIFFERENCES = 12
 
 
 def _ms(value: Any) -> str:
@@ -272,11 +300,21 @@ def _print_auto(auto: dict[str, Any]) -> None:
     """The figures behind the auto choice (docs/delegate-authors.md, "auto")."""
     cache = auto.get("cache") or {}
     origin = "remembered, no timing" if auto.get("from_cache") else auto.get("mode", "")
-    print(f"\nAuto choice: {', '.join(auto['chosen'])} ({origin})")
-    print(f"  why: {auto['reason']}")
-    if cache.get("status") not in (None, "not used"):
+    print()
+    _say(f"Auto choice: {', '.join(auto['chosen'])} ({origin})")
+    _say(f"why: {auto['reason']}", "  ")
+    if cache.get("differences"):
+        # One setting a line: the key is what a reader looks for, the values follow it.
+        _say(f"decision cache: {cache['status']} ({cache.get('path')})", "  ")
+        _say("the stored decision was made with other settings (stored -> now):", "    ")
+        for d in cache["differences"][:_SHOWN_DIFFERENCES]:
+            _say(f"{d['key']}: {d['stored']} -> {d['now']}", "      ")
+        more = len(cache["differences"]) - _SHOWN_DIFFERENCES
+        if more > 0:
+            _say(f"and {more} more (--json lists them all)", "      ")
+    elif cache.get("status") not in (None, "not used"):
         detail = f": {cache['detail']}" if cache.get("detail") else ""
-        print(f"  decision cache: {cache['status']}{detail} ({cache.get('path')})")
+        _say(f"decision cache: {cache['status']}{detail} ({cache.get('path')})", "  ")
     spent = [
         f"{label} {auto[key]:.3g} s"
         for key, label in (
@@ -287,56 +325,59 @@ def _print_auto(auto: dict[str, Any]) -> None:
         if auto.get(key) is not None
     ]
     budget = f"budget {auto['budget_s']:g} s" if auto.get("budget_s") is not None else ""
-    print(f"  {', '.join([budget, *spent]) if budget else ', '.join(spent)}")
+    _say(", ".join([budget, *spent]) if budget else ", ".join(spent), "  ")
     if auto.get("accuracy"):
         a = auto["accuracy"]
-        print(
-            f"  accuracy policy: floats within {a['float_relative']:g} of max |reference|, "
-            f"quantized outputs within {a['quantized_steps']} step(s)"
+        _say(
+            f"accuracy policy: floats within {a['float_relative']:g} of max |reference|, "
+            f"quantized outputs within {a['quantized_steps']} step(s)",
+            "  ",
         )
     if auto.get("gate"):
         gate = auto["gate"]
-        print(
-            f"  accuracy gate: worst case over {len(gate['inputs'])} input set(s): "
-            f"{', '.join(gate['inputs'])}"
+        _say(
+            f"accuracy gate: worst case over {len(gate['inputs'])} input set(s): "
+            f"{', '.join(gate['inputs'])}",
+            "  ",
         )
-    rows: list[list[Any]] = []
-    for c in auto.get("candidates", []):
-        rows.append(
-            [
-                c["label"],
-                c.get("partitions", ""),
-                c.get("delegated_nodes", ""),
-                c.get("cpu_nodes", ""),
-                f"{c['static_cost']:.4g}" if c.get("static_cost") is not None else "",
-                _ms(c.get("prepare_ms")),
-                _ms(c.get("median_ms")),
-                f"{_ms(c.get('min_ms'))}-{_ms(c.get('max_ms'))}" if c.get("runs") else "",
-                c.get("runs", ""),
-                format_error(c.get("error")),
-                c["status"],
-            ]
-        )
-    headers = [
-        "plan",
-        "partitions",
-        "delegated",
-        "cpu nodes",
-        "static cost",
-        "prepare ms",
-        "median ms",
-        "spread ms",
-        "runs",
-        "error",
-        "status",
+    candidates = auto.get("candidates", [])
+    # Two tables, the plans and their timings, each with the plan's label: as one table the
+    # eleven columns are 150 characters wide for labels such as "litert(kernels=builtin)".
+    plans = [
+        [
+            c["label"],
+            c.get("partitions", ""),
+            c.get("delegated_nodes", ""),
+            c.get("cpu_nodes", ""),
+            f"{c['static_cost']:.4g}" if c.get("static_cost") is not None else "",
+            c["status"],
+        ]
+        for c in candidates
     ]
-    if rows:
-        print(format_table(headers, rows, "  "))
-    for c in auto.get("candidates", []):
+    if plans:
+        headers = ["plan", "partitions", "delegated", "cpu nodes", "static cost", "status"]
+        print(fit_table(headers, plans, "  "))
+    timed = [
+        [
+            c["label"],
+            _ms(c.get("prepare_ms")),
+            _ms(c.get("median_ms")),
+            f"{_ms(c.get('min_ms'))}-{_ms(c.get('max_ms'))}" if c.get("runs") else "",
+            c.get("runs", ""),
+            format_error(c.get("error")),
+        ]
+        for c in candidates
+        if c.get("prepare_ms") is not None or c.get("runs") or c.get("error") is not None
+    ]
+    if timed:
+        headers = ["plan", "prepare ms", "median ms", "spread ms", "runs", "error"]
+        print()
+        print(fit_table(headers, timed, "  "))
+    for c in candidates:
         if c.get("reason") and c["status"] != "chosen":
-            print(f"  {c['label']}: {c['status']}: {c['reason']}")
+            _say(f"{c['label']}: {c['status']}: {c['reason']}", "  ")
     for entry in auto.get("skipped", []):
-        print(f"  {entry['delegate']}: not a candidate: {entry['reason']}")
+        _say(f"{entry['delegate']}: not a candidate: {entry['reason']}", "  ")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,11 +14,11 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from offload._images import IMAGE_SUFFIXES, floats, ground_truth, preprocess
 from offload._interpreter import Interpreter
 from offload.tools._common import (
     EXIT_FAILED,
@@ -36,7 +36,6 @@ from offload.tools._common import (
     require_extra,
 )
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".ppm"}
 TOP_K = 10
 
 
@@ -90,16 +89,6 @@ def _missing_task(parser: argparse.ArgumentParser) -> int:
     return EXIT_USAGE
 
 
-def _floats(text: str | None, what: str, default: float) -> np.ndarray:
-    if text is None:
-        return np.array([default], np.float32)
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise UsageError(f"{what}: expected a number or R,G,B numbers, found {text!r}") from None
-    return np.array(values, np.float32)
-
-
 def _image_size(text: str | None, shape: tuple[int, ...]) -> tuple[int, int]:
     if text is None:
         if len(shape) != 4:
@@ -113,82 +102,6 @@ def _image_size(text: str | None, shape: tuple[int, ...]) -> tuple[int, int]:
     except ValueError:
         raise UsageError(f"--image_size: expected H,W, found {text!r}") from None
     return h, w
-
-
-def _read_lines(path: str, what: str) -> list[str]:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{what} {path!r}: no such file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(
-            f"{what} {path!r}: expected UTF-8 text, one label per line, found byte "
-            f"{exc.object[exc.start]:#04x} at offset {exc.start} ({exc.reason})"
-        ) from None
-    except OSError as exc:
-        raise UsageError(
-            f"{what} {path!r}: expected a readable file, found {exc.strerror}"
-        ) from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def _ground_truth(args: argparse.Namespace | SimpleNamespace, count: int) -> list[int]:
-    labels = _read_lines(args.labels, "--labels")
-    if len(labels) < count:
-        raise UsageError(
-            f"--labels {args.labels!r} has {len(labels)} labels, but {count} images are "
-            "evaluated; expected one label per image, in sorted file-name order"
-        )
-    labels = labels[:count]
-    if args.model_output_labels:
-        names = _read_lines(args.model_output_labels, "--model_output_labels")
-        index = {name: i for i, name in enumerate(names)}
-        missing = sorted({lab for lab in labels if lab not in index})
-        if missing:
-            raise UsageError(
-                f"ground-truth labels not found in --model_output_labels: {', '.join(missing[:5])}"
-            )
-        return [index[lab] for lab in labels]
-    try:
-        return [int(lab) for lab in labels]
-    except ValueError:
-        raise UsageError(
-            "--labels holds class names; give --model_output_labels to map them to indices, or "
-            "write class indices"
-        ) from None
-
-
-def preprocess(
-    path: Path,
-    size: tuple[int, int],
-    channels: int,
-    dtype: np.dtype,
-    mean: np.ndarray,
-    std: np.ndarray,
-    crop_fraction: float,
-) -> np.ndarray:
-    image_mod = require_extra("PIL.Image", "offload eval classify")
-    with image_mod.open(path) as img:
-        img = img.convert("L" if channels == 1 else "RGB")
-        if 0 < crop_fraction < 1:
-            w, h = img.size
-            cw, ch = max(1, round(w * crop_fraction)), max(1, round(h * crop_fraction))
-            left, top = (w - cw) // 2, (h - ch) // 2
-            img = img.crop((left, top, left + cw, top + ch))
-        img = img.resize((size[1], size[0]), image_mod.BILINEAR)
-        pixels = np.asarray(img, dtype=np.float32)
-    if pixels.ndim == 2:
-        pixels = pixels[:, :, None]
-    if dtype.kind == "f":
-        data = (pixels - mean) / std
-    elif dtype == np.dtype(np.uint8):
-        data = pixels
-    elif dtype == np.dtype(np.int8):
-        data = pixels - 128.0
-    else:
-        raise UsageError(f"image classifiers take float, uint8 or int8 input, found {dtype}")
-    return data.astype(dtype)[None]
 
 
 def evaluate(args: argparse.Namespace, show: bool) -> dict[str, Any]:
@@ -206,7 +119,7 @@ def evaluate(args: argparse.Namespace, show: bool) -> dict[str, Any]:
         raise UsageError(
             f"--images {args.images!r}: no images ({', '.join(sorted(IMAGE_SUFFIXES))})"
         )
-    truth = _ground_truth(args, len(images))
+    truth = ground_truth(args.labels, args.model_output_labels, len(images))
     it = Interpreter(
         model_path=str(graph),
         delegates=interpreter_delegates(args),
@@ -223,8 +136,8 @@ def evaluate(args: argparse.Namespace, show: bool) -> dict[str, Any]:
         it.allocate_tensors()
     channels = shape[-1] if len(shape) == 4 else 3
     dtype = np.dtype(inp["dtype"])
-    mean = _floats(args.mean, "--mean", 127.5)
-    std = _floats(args.std, "--std", 127.5)
+    mean = floats(args.mean, "--mean", 127.5)
+    std = floats(args.std, "--std", 127.5)
     hits = np.zeros(TOP_K, np.int64)
     pre_times: list[float] = []
     inf_times: list[float] = []

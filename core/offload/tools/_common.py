@@ -1,9 +1,8 @@
-"""Helpers every sub-command shares: delegate flags, output, extras, random inputs, stats."""
+"""Helpers every sub-command shares: delegate flags, output files, progress, JSON, stats."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
@@ -15,7 +14,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from offload._config_spec import CPU_CHOICE, ConfigSpec, parse_config_spec
 from offload._delegate import Delegate
+from offload._extras import require_extra
+from offload._formatting import format_table, json_safe
 from offload._plugins import (
     _availability,
     _external_delegate_class,
@@ -28,8 +30,8 @@ from offload._plugins import (
     plugin_manager,
 )
 from offload._providers import add_provider_flags, delegates_from_args
+from offload._seeded_inputs import INPUT_KINDS, input_arrays, random_inputs
 from offload.errors import DelegateUnavailableError, UsageError
-from offload.tools._terminal import one_line
 
 __all__ = [
     "EXIT_OK",
@@ -60,9 +62,6 @@ __all__ = [
     "write_output",
 ]
 
-# ``--delegate cpu``: the CPU reference alone (as ``--compare cpu``), not a delegate's name.
-CPU_CHOICE = "cpu"
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -70,7 +69,10 @@ EXIT_USAGE = 2
 T = TypeVar("T")
 
 
-# UsageError lives in offload.errors with every other error; imported here for the commands.
+# UsageError lives in offload.errors with every other error, and configuration specs, seeded
+# inputs, tables, JSON and the extras in library modules that offload.sweep and
+# offload.diff_per_node use too; they are imported here so that a command finds every helper
+# in one place.
 
 
 # -- delegate flags -----------------------------------------------------------------------
@@ -207,89 +209,6 @@ def interpreter_delegates(args: argparse.Namespace) -> str | list[Delegate] | No
     return [c.delegate for c in build_delegates(pairs)]
 
 
-# -- configuration specs -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigSpec:
-    """One configuration as text names it: ``cpu``, ``auto``, ``default``, or delegates in
-    priority order with their options (``openvino:num_threads=1+litert``).
-
-    Option values stay text: each delegate's pydantic Options converts them ("1" to 1,
-    "true" to True) and names the option when it cannot.
-    """
-
-    label: str
-    kind: str  # "cpu", "auto", "default" or "delegates"
-    delegates: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
-
-    def pairs(self) -> list[tuple[str, dict[str, str]]]:
-        return [(name, dict(options)) for name, options in self.delegates]
-
-    def interpreter_delegates(self) -> str | list[Delegate] | None:
-        """What ``Interpreter(delegates=...)`` gets; loading a delegate may raise
-        :class:`DelegateUnavailableError` (here) or :class:`PluginError` (not installed)."""
-        if self.kind == CPU_CHOICE:
-            return []
-        if self.kind == "auto":
-            return "auto"
-        if self.kind == "default":
-            return None
-        return [load_delegate(name, options) for name, options in self.pairs()]
-
-
-_SPECIAL = (CPU_CHOICE, "auto", "default")
-
-
-def parse_config_spec(text: str) -> ConfigSpec:
-    """``name[:key=value[,key=value...]]``, several joined by ``+`` in priority order.
-
-    ``cpu`` is the CPU reference alone, ``auto`` the plan measured here, ``default`` offload's
-    default delegates; these stand alone. Bad syntax is a :class:`UsageError` saying what was
-    expected; whether a named delegate is installed or available is not checked here.
-    """
-    label = text.strip()
-    if not label:
-        raise UsageError(
-            "a configuration: expected a delegate spec such as 'cpu' or "
-            "'openvino:num_threads=1', found an empty string"
-        )
-    parts = [part.strip() for part in label.split("+")]
-    delegates: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-    for part in parts:
-        name, sep, rest = part.partition(":")
-        name = name.strip()
-        if not name or (sep and not rest.strip()):
-            raise UsageError(
-                f"configuration {label!r}: expected 'name' or 'name:key=value,...', found {part!r}"
-            )
-        if "," in name or "=" in name:
-            raise UsageError(
-                f"configuration {label!r}: expected a delegate name before ':', found {name!r} "
-                "(one configuration per --config; options follow the name: 'name:key=value')"
-            )
-        options: list[tuple[str, str]] = []
-        for item in filter(None, (o.strip() for o in rest.split(","))):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip():
-                raise UsageError(
-                    f"configuration {label!r}: expected options as key=value separated by "
-                    f"commas, found {item!r} (one configuration per --config)"
-                )
-            options.append((key.strip(), value.strip()))
-        delegates.append((name, tuple(options)))
-    names = [n for n, _ in delegates]
-    special = [n for n in names if n in _SPECIAL]
-    if special:
-        if len(names) > 1 or delegates[0][1]:
-            raise UsageError(
-                f"configuration {label!r}: expected {special[0]!r} alone, without options or "
-                "other delegates"
-            )
-        return ConfigSpec(label, special[0])
-    return ConfigSpec(label, "delegates", tuple(delegates))
-
-
 # -- output files -------------------------------------------------------------------------
 
 
@@ -333,17 +252,6 @@ def write_output(path: str | os.PathLike[str], option: str, write: Callable[[Pat
 # -- optional extras ----------------------------------------------------------------------
 
 
-def require_extra(module: str, what: str) -> Any:
-    """Import ``module`` from the ``offload[tools]`` extra or fail with how to install it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise UsageError(
-            f"{what} needs the Python package {module.split('.')[0]!r}, which is not installed; "
-            "install the command-line extras with: pip install offload[tools]"
-        ) from None
-
-
 def progress(items: Iterable[T], *, total: int | None, desc: str, enabled: bool) -> Iterator[T]:
     """A tqdm progress bar on a terminal (stderr) only; the plain iterable otherwise."""
     if enabled and sys.stderr.isatty():
@@ -372,17 +280,6 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def json_safe(value: Any) -> Any:
-    """NaN and infinities become null: JSON has no spelling for them."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def print_json(data: Any) -> None:
     print(json.dumps(json_safe(data), indent=2, default=_jsonable, allow_nan=False))
 
@@ -390,37 +287,6 @@ def print_json(data: Any) -> None:
 def fmt_g(value: float) -> str:
     """A number as C++'s ``std::ostream << double`` writes it by default (``%g``, 6 digits)."""
     return f"{float(value):g}"
-
-
-def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> str:
-    """A plain left-aligned text table (numbers right-aligned); a cell is one line, whatever
-    a model's names hold."""
-    cells = [[str(h) for h in headers]] + [
-        ["" if c is None else one_line(str(c)) for c in r] for r in rows
-    ]
-    numeric = [
-        all(_is_number(row[i]) for row in cells[1:] if row[i]) and len(cells) > 1
-        for i in range(len(headers))
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = []
-    for k, row in enumerate(cells):
-        parts = [
-            c.rjust(w) if numeric[i] and k else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths))
-        ]
-        lines.append(indent + "  ".join(parts).rstrip())
-        if k == 0:
-            lines.append(indent + "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text.rstrip("x%"))
-    except ValueError:
-        return False
-    return True
 
 
 # -- measurements -------------------------------------------------------------------------
@@ -442,84 +308,6 @@ def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
     }
 
 
-def random_inputs(details: Sequence[dict[str, Any]], rng: np.random.Generator) -> list[np.ndarray]:
-    """One random array per input: Gaussian floats, quantized properly for int8/uint8 inputs."""
-    arrays = []
-    for d in details:
-        shape = tuple(int(s) for s in d["shape"])
-        dtype = np.dtype(d["dtype"])
-        if dtype.kind == "f":
-            arrays.append(rng.standard_normal(shape).astype(dtype))
-        elif dtype in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)):
-            scale, zero_point = d["quantization"]
-            info = np.iinfo(dtype)
-            values = rng.standard_normal(shape)
-            if scale:
-                q = np.round(values / scale) + zero_point
-            else:
-                q = rng.integers(info.min, int(info.max) + 1, size=shape)
-            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
-        elif dtype == np.dtype(bool):
-            arrays.append(rng.random(shape) < 0.5)
-        elif dtype.kind in "iu":
-            arrays.append(rng.integers(0, 10, size=shape).astype(dtype))
-        else:
-            raise UsageError(
-                f"input {d['name']!r} has dtype {dtype}; random inputs are made only for "
-                "numeric and bool tensors"
-            )
-    return arrays
-
-
-# What each ``--input`` kind draws for float inputs; integer inputs quantize the same draw.
-INPUT_KINDS: dict[str, str] = {
-    "normal": "N(0,1)",
-    "uniform": "U(-1,1)",
-    "image": "U(0,1), image-like",
-    "wide": "N(0,1)*100, a large dynamic range",
-}
-
-
-def _float_draw(kind: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    if kind == "normal":
-        return rng.standard_normal(shape)
-    if kind == "uniform":
-        return rng.uniform(-1.0, 1.0, shape)
-    if kind == "image":
-        return rng.random(shape)
-    if kind == "wide":
-        return rng.standard_normal(shape) * 100.0
-    raise UsageError(f"input kind must be one of {', '.join(INPUT_KINDS)}, found {kind!r}")
-
-
-def input_arrays(
-    details: Sequence[dict[str, Any]], rng: np.random.Generator, kind: str = "normal"
-) -> list[np.ndarray]:
-    """One random array per input, drawn as ``kind`` says (see :data:`INPUT_KINDS`).
-
-    Quantized int8/uint8/int16 inputs get the float draw quantized with the input's scale and
-    zero point, clipped to the type's range: the same values a float model would see, so a
-    quantized and a float variant of one model can be fed alike. With ``kind="normal"`` the
-    arrays are exactly :func:`random_inputs`' for the same generator state.
-    """
-    if kind == "normal":
-        return random_inputs(details, rng)
-    arrays = []
-    for d in details:
-        shape = tuple(int(s) for s in d["shape"])
-        dtype = np.dtype(d["dtype"])
-        scale, zero_point = d["quantization"]
-        if dtype.kind == "f":
-            arrays.append(_float_draw(kind, shape, rng).astype(dtype))
-        elif dtype in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)) and scale:
-            info = np.iinfo(dtype)
-            q = np.round(_float_draw(kind, shape, rng) / scale) + zero_point
-            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
-        else:  # not quantized (indices, masks, raw codes): no float draw to quantize
-            arrays.extend(random_inputs([d], rng))
-    return arrays
-
-
 def format_error(error: dict[str, float] | None) -> str:
     """A candidate's measured error (worst over auto's input sets) as tables show it: relative
     and steps, and classifier rows whose top-1 changed; the reference itself (no figure)
@@ -534,3 +322,44 @@ def format_error(error: dict[str, float] | None) -> str:
     if error.get("top1_changes"):
         parts.append(f"top-1 changed x{error['top1_changes']:g}")
     return ", ".join(parts) or "0"
+
+
+# -- text width ------------------------------------------------------------------------------
+
+# Text reports fit a terminal of this many columns: a longer line wraps in the terminal and
+# breaks the indentation that groups a report's lines.
+TEXT_WIDTH = 100
+
+
+def wrap_text(text: str, indent: str = "", hanging: str = "    ", width: int = TEXT_WIDTH) -> str:
+    """``text`` in lines of at most ``width`` characters: the first after ``indent``, the
+    others after ``indent + hanging``. A word longer than a line (a path) stays whole, so it
+    can still be copied."""
+    import textwrap  # appended helper: the module's imports are shared by many hands
+
+    return textwrap.fill(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + hanging,
+        break_long_words=False,
+        break_on_hyphens=False,  # "uniform(-1,1)", "litert+openvino": not break points
+    )
+
+
+def fit_table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    indent: str = "",
+    width: int = TEXT_WIDTH,
+) -> str:
+    """:func:`format_table`, kept a table: where a row would be wider than ``width``, the
+    first column's cells (long names) become ``[1]``, ``[2]``... and are listed under it
+    (wrapped: textwrap turns a name's newlines into spaces, so none starts a line of its own)."""
+    rows = [list(r) for r in rows]
+    text = format_table(headers, rows, indent)
+    if not rows or max(len(line) for line in text.splitlines()) <= width:
+        return text
+    keyed = [[f"[{i}]", *row[1:]] for i, row in enumerate(rows, 1)]
+    legend = [wrap_text(f"[{i}] {row[0]}", indent, "    ", width) for i, row in enumerate(rows, 1)]
+    return "\n".join([format_table(headers, keyed, indent), *legend])

@@ -13,7 +13,7 @@ point for int8/uint8) on every run. The first lines are LiteRT's, number for num
 LiteRT computes it); ``std_dev`` is its standard deviation over runs.
 
 ``offload diff --graph MODEL --per-node`` compares every intermediate tensor of two
-configurations instead (:mod:`offload.tools._per_node`, docs/per-node-diff.md): by default
+configurations instead (:func:`offload.diff_per_node`, docs/per-node-diff.md): by default
 LiteRT's builtin kernels against the CPU reference; a delegate chosen with the delegate flags
 becomes the candidate.
 """
@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from offload import _per_node
 from offload._interpreter import Interpreter
-from offload.tools import _per_node
+from offload.tools import _per_node_text
 from offload.tools._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -255,7 +256,7 @@ def run_per_node(args: argparse.Namespace) -> int:
     if args.json:
         print(result.to_json())
     else:
-        print(_per_node.format_text(result, show_all=bool(args.all)))
+        print(_per_node_text.format_text(result, show_all=bool(args.all)))
     return EXIT_FAILED if result.diverged else EXIT_OK
 
 

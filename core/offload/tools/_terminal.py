@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-__all__ = ["SafeStream", "one_line", "safe_output", "terminal_text"]
+__all__ = ["SafeStream", "safe_output", "terminal_text"]
 
 # ASCII's unsafe characters: the C0 controls but newline and tab, and DEL.
 _ASCII_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
@@ -56,12 +56,6 @@ def terminal_text(text: str) -> str:
     if text.isascii():  # nearly everything printed: one regular expression pass
         return _ASCII_UNSAFE.sub(_escape, text)
     return "".join(_escape_char(c) if _unsafe(c) else c for c in text)
-
-
-def one_line(text: str) -> str:
-    """``text`` for one line of output: its newlines, carriage returns and tabs escaped too,
-    so that a name from a model cannot start a line of its own (a forged summary line)."""
-    return text.replace("\t", "\\t").replace("\r", "\\r").replace("\n", "\\n")
 
 
 class SafeStream:

@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from offload.errors import UsageError
-from offload.tools._sweep_data import Item
-from offload.tools._sweep_worker import (
+from offload._sweep_data import Item
+from offload._sweep_worker import (
     ModelRunner,
     ModelTask,
     SweepShard,
     read_trail,
     run_shard,
 )
+from offload.errors import UsageError
 
 __all__ = ["Job", "run_local", "run_ray", "import_ray", "MAX_ATTEMPTS"]
 

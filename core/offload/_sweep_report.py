@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from offload.tools._common import ConfigSpec, format_table, json_safe
-from offload.tools._sweep_worker import ConfigInfo, SweepShard
+from offload._config_spec import ConfigSpec
+from offload._formatting import format_table, json_safe
+from offload._sweep_worker import ConfigInfo, SweepShard
 
 __all__ = ["SweepRow", "SweepReport", "Collector", "ModelEntry"]
 
@@ -505,6 +506,10 @@ def _safe(text: str) -> str:
 def _partition_maps(report: SweepReport, folder: Path) -> None:
     """``offload check --html`` for every model and configuration that ran, in ``folder``."""
     from offload._loader import load_model
+
+    # The maps are the pages of ``offload check --html``, which the command line's check
+    # builds; imported when a report asks for them, so that importing the library does not
+    # load the command line.
     from offload.tools._check import collect
     from offload.tools._common import build_delegates
     from offload.tools._graph_draw import plan_html

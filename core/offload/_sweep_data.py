@@ -10,7 +10,6 @@ Images are read and preprocessed in the worker, for each model's own input size 
 from __future__ import annotations
 
 import os
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from offload.tools._classify import IMAGE_SUFFIXES, _floats, _ground_truth, preprocess
-from offload.tools._common import UsageError, random_inputs
+from offload._images import IMAGE_SUFFIXES, floats, ground_truth, preprocess
+from offload._seeded_inputs import random_inputs
+from offload.errors import UsageError
 
 __all__ = [
     "Item",
@@ -93,11 +93,8 @@ def image_folder(
         )
     truth: Sequence[int] = [-1] * len(paths)
     if labels is not None:
-        names = types.SimpleNamespace(
-            labels=str(labels),
-            model_output_labels=None if model_output_labels is None else str(model_output_labels),
-        )
-        truth = _ground_truth(names, len(paths))
+        other = None if model_output_labels is None else str(model_output_labels)
+        truth = ground_truth(str(labels), other, len(paths))
     items = [Item(k, str(p), int(t)) for k, (p, t) in enumerate(zip(paths, truth))]
     where = f"{len(items)} images in {folder}" + (f", labels {labels}" if labels else "")
     spec = DataSpec("images", 0, preprocessing or Preprocessing())
@@ -212,8 +209,8 @@ def _image_input(item: Item, details: Sequence[dict[str, Any]], prep: Preprocess
         raise UsageError(
             f"the model input has shape {list(shape)}; an image data set feeds [1, H, W, C]"
         )
-    mean = _floats(",".join(map(str, prep.mean)), "mean", 127.5)
-    std = _floats(",".join(map(str, prep.std)), "std", 127.5)
+    mean = floats(",".join(map(str, prep.mean)), "mean", 127.5)
+    std = floats(",".join(map(str, prep.std)), "std", 127.5)
     dtype = np.dtype(details[0]["dtype"])
     try:
         return preprocess(

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from offload._config_spec import ConfigSpec
 from offload._interpreter import Interpreter
+from offload._per_node_result import compare_tensors
+from offload._sweep_data import DataSpec, Item, item_inputs
 from offload.errors import DelegateUnavailableError, OffloadError, PluginError
-from offload.tools._common import ConfigSpec
-from offload.tools._per_node import compare_tensors
-from offload.tools._sweep_data import DataSpec, Item, item_inputs
 
 __all__ = [
     "ModelTask",

@@ -24,10 +24,9 @@ outputs.
 from __future__ import annotations
 
 import importlib
-import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,9 +36,17 @@ from offload._delegate import Delegate
 from offload._graph import Node, Subgraph
 from offload._interpreter import Interpreter
 from offload._loader import load_model
-from offload.errors import InterpreterStateError, OffloadError
+from offload._per_node_result import (
+    Locality,
+    NodeDiff,
+    PerNodeDiff,
+    Status,
+    TensorComparison,
+    compare_tensors,
+)
+from offload._seeded_inputs import INPUT_KINDS, input_arrays
+from offload.errors import InterpreterStateError, OffloadError, UsageError
 from offload.ops import kernel_class
-from offload.tools._common import INPUT_KINDS, UsageError, input_arrays, json_safe
 
 __all__ = [
     "LITERT",
@@ -50,7 +57,6 @@ __all__ = [
     "PerNodeDiff",
     "diff_per_node",
     "compare_tensors",
-    "format_text",
 ]
 
 LITERT = "litert"
@@ -59,230 +65,7 @@ CPU = "cpu"
 # A configuration: "litert", "cpu", a delegate name / path / "auto", or delegate objects.
 Configuration = str | Delegate | Sequence[Delegate]
 
-Status = Literal["agree", "diverged", "failed", "hidden", "not_run"]
-Locality = Literal["local", "inherited", "n/a"]
-
 _LITERT_INSTALL = "pip install ai-edge-litert"
-
-
-# -- comparing two arrays -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TensorComparison:
-    """How a candidate array differs from the reference array of the same tensor.
-
-    ``kind`` is ``"float"`` (also complex) or ``"integer"`` (also bool; quantized tensors are
-    compared on their integer codes, so an error is a number of quantization steps).
-    ``max_error``: floats, max |candidate - reference|; integers, max |steps|.
-    ``relative_error``: floats only, ``max_error / max |reference|``.
-    ``equal``: the fraction of elements bit-identical (floats) or exact (integers).
-    ``exceeds``: over the tolerance (also true for a shape or dtype mismatch, with ``note``).
-    """
-
-    kind: Literal["float", "integer", "other"]
-    max_error: float | None
-    relative_error: float | None
-    equal: float | None
-    exceeds: bool
-    note: str = ""
-
-
-def compare_tensors(
-    reference: np.ndarray, candidate: np.ndarray, tolerance: float, tolerance_steps: int
-) -> TensorComparison:
-    """Compare one tensor's values; floats against ``tolerance`` (relative to the largest
-    reference magnitude), integers against ``tolerance_steps``."""
-    ref, cand = np.asarray(reference), np.asarray(candidate)
-    kind: Literal["float", "integer", "other"] = (
-        "float" if ref.dtype.kind in "fc" else "integer" if ref.dtype.kind in "biu" else "other"
-    )
-    if ref.shape != cand.shape:
-        note = f"shape {_shape(cand.shape)}, reference {_shape(ref.shape)}"
-        return TensorComparison(kind, None, None, None, True, note)
-    if ref.dtype != cand.dtype:
-        note = f"dtype {cand.dtype}, reference {ref.dtype}"
-        return TensorComparison(kind, None, None, None, True, note)
-    if ref.size == 0:
-        return TensorComparison(kind, 0.0, 0.0 if kind == "float" else None, 1.0, False)
-    if kind == "float":
-        return _compare_floats(ref, cand, tolerance)
-    if kind == "integer":
-        steps = np.abs(ref.astype(np.int64) - cand.astype(np.int64))
-        worst = int(steps.max())
-        return TensorComparison(
-            kind, float(worst), None, float(np.mean(steps == 0)), worst > tolerance_steps
-        )
-    same = ref == cand  # strings and other objects: equal or not
-    return TensorComparison(kind, None, None, float(np.mean(same)), not bool(same.all()))
-
-
-def _compare_floats(ref: np.ndarray, cand: np.ndarray, tolerance: float) -> TensorComparison:
-    # Bit patterns, not values: -0.0 against 0.0 or two NaN payloads are told apart here,
-    # while the error below treats NaN against NaN (and inf against inf) as no error.
-    if ref.dtype.kind == "f":
-        bits = np.dtype(f"u{ref.dtype.itemsize}")
-        identical = ref.view(bits) == cand.view(bits)
-    else:
-        identical = ref == cand
-    a, b = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64), cand
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(a - b)
-        same_special = (np.isnan(a) & np.isnan(b)) | ((a == b) & ~np.isfinite(a))
-    diff = np.where(same_special, 0.0, np.where(np.isnan(diff), np.inf, diff))
-    max_error = float(diff.max())
-    finite = np.abs(a[np.isfinite(a)])
-    scale = float(finite.max()) if finite.size else 0.0
-    if max_error == 0.0:
-        relative = 0.0
-    else:
-        relative = max_error / scale if scale > 0.0 else float("inf")
-    return TensorComparison(
-        "float", max_error, relative, float(np.mean(identical)), relative > tolerance
-    )
-
-
-# -- results --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NodeDiff:
-    """One output tensor of one node, as the two configurations computed it.
-
-    ``status``: ``agree``; ``diverged`` (over tolerance, or a shape/dtype mismatch);
-    ``failed`` (this configuration stopped with an error here: the first node whose output
-    it lacks); ``hidden`` (inside a delegate partition of either configuration, see
-    ``note``); ``not_run`` (after a failure).
-    ``locality`` (divergent rows only): ``local``, ``inherited`` or ``n/a``.
-    ``local``: the candidate's CPU kernel re-run on the reference's inputs, compared with
-    the reference's output (when it was computed).
-    """
-
-    node: int
-    op: str
-    tensor: int
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    status: Status
-    comparison: TensorComparison | None = None
-    locality: Locality | None = None
-    local: TensorComparison | None = None
-    note: str = ""
-
-    @property
-    def diverged(self) -> bool:
-        return self.status in ("diverged", "failed")
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["shape"] = list(self.shape)
-        return data
-
-
-def _inexact_float(row: NodeDiff) -> bool:
-    """A float row whose values were compared and are not all bit-identical."""
-    cmp = row.comparison
-    return cmp is not None and cmp.kind == "float" and cmp.equal is not None and cmp.equal < 1
-
-
-@dataclass(frozen=True)
-class PerNodeDiff:
-    """The result of :func:`diff_per_node`: every row, in execution order, and the verdicts."""
-
-    model: str
-    reference: str
-    candidate: str
-    seed: int
-    input_kind: str
-    tolerance: float
-    tolerance_steps: int
-    subgraphs: int
-    rows: tuple[NodeDiff, ...]
-    # "reference" / "candidate" -> the error its invoke stopped with
-    errors: dict[str, str] = field(default_factory=dict)
-    # whether divergent rows were re-run on the reference's inputs (candidate "cpu" only)
-    locality_checked: bool = False
-    # "reference" / "candidate" -> for an offload configuration: per delegate its "nodes",
-    # "partitions" and "rejected_model" reason, and "cpu_nodes"
-    delegation: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def divergent_rows(self) -> list[NodeDiff]:
-        return [r for r in self.rows if r.diverged]
-
-    @property
-    def first_divergence(self) -> NodeDiff | None:
-        """The first row, in execution order, over tolerance (or where a run failed)."""
-        return next(iter(self.divergent_rows), None)
-
-    @property
-    def first_local_divergence(self) -> NodeDiff | None:
-        """The first divergent row whose node disagrees even on the reference's inputs."""
-        return next((r for r in self.divergent_rows if r.locality == "local"), None)
-
-    @property
-    def first_inexact_float(self) -> NodeDiff | None:
-        """The first float tensor, before the first divergence, that is not bit-identical,
-        however far under ``tolerance``: the likely culprit when the first divergence is not
-        local (``inherited``, or ``n/a``); ``None`` otherwise, or when every observable float
-        tensor before it is bit-identical.
-
-        A QUANTIZE (or a hybrid op quantizing its input) fed by float ops turns a last-bit
-        difference into a whole step, so an integer tensor can diverge while every float
-        before it is within tolerance; no node is then local, and this names where the
-        numbers first parted.
-        """
-        first = self.first_divergence
-        if first is None or first.locality == "local":
-            return None  # nothing to explain, or the divergent node is wrong by itself
-        for row in self.rows:
-            if row is first:
-                return None
-            if _inexact_float(row):
-                return row
-        return None
-
-    @property
-    def diverged(self) -> bool:
-        return bool(self.divergent_rows or self.errors)
-
-    def summary(self) -> dict[str, int]:
-        counts = {s: 0 for s in ("agree", "diverged", "failed", "hidden", "not_run")}
-        for r in self.rows:
-            counts[r.status] += 1
-        for loc in ("local", "inherited", "n/a"):
-            counts[loc] = sum(r.locality == loc for r in self.rows)
-        counts["rows"] = len(self.rows)
-        return counts
-
-    def to_dict(self) -> dict[str, Any]:
-        first, first_local = self.first_divergence, self.first_local_divergence
-        inexact = self.first_inexact_float
-        return {
-            "model": self.model,
-            "reference": self.reference,
-            "candidate": self.candidate,
-            "seed": self.seed,
-            "input": self.input_kind,
-            "tolerance": self.tolerance,
-            "tolerance_steps": self.tolerance_steps,
-            "subgraphs": self.subgraphs,
-            "compared_subgraph": 0,
-            "diverged": self.diverged,
-            "errors": dict(self.errors),
-            "locality_checked": self.locality_checked,
-            "delegation": self.delegation,
-            "summary": self.summary(),
-            "first_divergence": first.to_dict() if first else None,
-            "first_local_divergence": first_local.to_dict() if first_local else None,
-            "first_inexact_float": inexact.to_dict() if inexact else None,
-            "rows": [r.to_dict() for r in self.rows],
-        }
-
-    def to_json(self, indent: int | None = 2) -> str:
-        """The result as JSON; infinities and NaN (no JSON spelling) become null."""
-        return json.dumps(json_safe(self.to_dict()), indent=indent, allow_nan=False)
 
 
 # -- running one configuration --------------------------------------------------------------
@@ -529,10 +312,6 @@ def _op_name(node: Node) -> str:
     return f"custom {node.custom_code}" if node.is_custom else f"{node.op} v{node.version}"
 
 
-def _shape(shape: Sequence[int]) -> str:
-    return "x".join(str(int(d)) for d in shape) if len(shape) else "scalar"
-
-
 def _input_details(subgraph: Subgraph) -> list[dict[str, Any]]:
     details = []
     for i in subgraph.inputs:
@@ -665,164 +444,3 @@ def diff_per_node(
             if run.delegation is not None and run.delegation["delegates"]
         },
     )
-
-
-# -- text -----------------------------------------------------------------------------------
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _num(value: float | None, integer: bool = False) -> str:
-    if value is None:
-        return "-"
-    if integer:
-        return str(int(value))
-    return "0" if value == 0 else f"{value:.3g}"
-
-
-def _percent(fraction: float | None) -> str:
-    if fraction is None:
-        return "-"
-    text = f"{100 * fraction:.2f}%"
-    return "99.99%" if fraction < 1 and text == "100.00%" else text  # never round up to all
-
-
-def _verdict(row: NodeDiff) -> str:
-    if row.status == "diverged":
-        return f"DIVERGED ({row.locality})" + (f": {row.note}" if row.note else "")
-    if row.status == "agree":
-        return "agree"
-    return row.note or row.status
-
-
-def _cells(row: NodeDiff) -> list[str]:
-    cmp = row.comparison
-    integer = cmp is not None and cmp.kind == "integer"
-    name = row.name if len(row.name) <= 40 else row.name[:37] + "..."
-    return [
-        str(row.node),
-        row.op,
-        name,
-        _shape(row.shape),
-        row.dtype,
-        _num(cmp.max_error if cmp else None, integer),
-        _num(cmp.relative_error if cmp else None),
-        _percent(cmp.equal if cmp else None),
-        _verdict(row),
-    ]
-
-
-def _head(row: NodeDiff) -> str:
-    """How a verdict line names a row: node, op, tensor, shape and dtype."""
-    where = f"node {row.node} {row.op}, tensor {row.tensor} {row.name!r}"
-    return f"{where} [{_shape(row.shape)} {row.dtype}]"
-
-
-def _describe(row: NodeDiff) -> str:
-    cmp = row.comparison
-    head = _head(row)
-    if row.status == "failed" or cmp is None:
-        return f"{head}: {row.note}"
-    if cmp.note:
-        return f"{head}: {cmp.note} ({row.locality})"
-    if cmp.kind == "integer":
-        err = f"max |steps| {_num(cmp.max_error, True)}, {_percent(cmp.equal)} exact"
-    elif cmp.kind == "float":
-        err = (
-            f"max abs err {_num(cmp.max_error)}, rel err {_num(cmp.relative_error)}, "
-            f"{_percent(cmp.equal)} bit-identical"
-        )
-    else:
-        err = f"{_percent(cmp.equal)} equal"
-    return f"{head}: {err} ({row.locality})"
-
-
-def _describe_inexact(row: NodeDiff) -> str:
-    """``row`` as the culprit of a non-local divergence: how far and how many differ."""
-    cmp = row.comparison
-    assert cmp is not None and cmp.equal is not None  # _inexact_float rows only
-    total = int(np.prod(row.shape))
-    # ``equal`` is a mean over ``total`` booleans: the count comes back exactly.
-    differ = total - round(cmp.equal * total)
-    return (
-        f"{_head(row)}: max |diff| {_num(cmp.max_error)} (rel {_num(cmp.relative_error)}), "
-        f"{differ} of {total} values differ"
-    )
-
-
-def format_text(result: PerNodeDiff, show_all: bool = False) -> str:
-    """The report ``offload diff --per-node`` prints: verdicts first, then the table."""
-    from offload.tools._common import format_table
-
-    s = result.summary()
-    subgraphs = (
-        f"; {result.subgraphs} subgraphs, only the main one (0) is compared"
-        if result.subgraphs > 1
-        else ""
-    )
-    lines = [
-        f"model: {result.model}{subgraphs}",
-        f"reference: {result.reference}   candidate: {result.candidate}",
-        f"inputs: {result.input_kind} ({INPUT_KINDS[result.input_kind]}), seed {result.seed}",
-        f"tolerance: relative error {result.tolerance:g} (floats), "
-        f"{result.tolerance_steps} steps (integers)",
-        f"tensors: {s['rows']}: {s['agree']} agree, {s['diverged'] + s['failed']} diverge "
-        f"({s['local']} local, {s['inherited']} inherited, {s['n/a']} n/a), "
-        f"{s['hidden']} inside a delegate partition, {s['not_run']} not run",
-    ]
-    for role, report in result.delegation.items():
-        parts = []
-        for name, d in report["delegates"].items():
-            text = f"{name} runs {_count(d['nodes'], 'node')} in "
-            text += _count(d["partitions"], "partition")
-            if d["restored_to_cpu"]:
-                failed = _count(d["restored_to_cpu"], "partition")
-                text += f" ({failed} failed and ran on the CPU)"
-            if d["rejected_model"]:
-                text += f" (it rejected the model: {d['rejected_model']})"
-            parts.append(text)
-        on_cpu = _count(report["cpu_nodes"], "node")
-        lines.append(f"{role}: {'; '.join(parts)}; {on_cpu} on the CPU reference")
-    for role, error in result.errors.items():
-        label = result.reference if role == "reference" else result.candidate
-        lines.append(f"{role} ({label}) failed: {error}")
-    first, first_local = result.first_divergence, result.first_local_divergence
-    lines.append("first divergence: " + (_describe(first) if first else "none"))
-    if first is not None:
-        local_text = _describe(first_local) if first_local else "none"
-        if not result.locality_checked:
-            local_text = "n/a (the candidate's kernels are re-run only when it is 'cpu')"
-        lines.append("first local divergence: " + local_text)
-        if first.locality != "local":
-            # Same condition as first_inexact_float: here "none" is itself an answer (every
-            # float before the divergence is bit-identical), not a question left unasked.
-            inexact = result.first_inexact_float
-            culprit = _describe_inexact(inexact) if inexact else "none"
-            if inexact is None:
-                culprit += " (every observable float tensor before it is bit-identical)"
-            lines.append("first float tensor not bit-identical: " + culprit)
-    shown = [r for r in result.rows if show_all or r.diverged]
-    if shown:
-        lines += [
-            "",
-            "max err: max |candidate - reference| for floats, max |steps| for integers; "
-            "rel err: max err / max |reference|; equal: bit-identical (floats) or exact "
-            "(integers)",
-            format_table(
-                [
-                    "node",
-                    "op",
-                    "tensor",
-                    "shape",
-                    "dtype",
-                    "max err",
-                    "rel err",
-                    "equal",
-                    "verdict",
-                ],
-                [_cells(r) for r in shown],
-            ),
-        ]
-    return "\n".join(lines)

@@ -14,7 +14,6 @@ invoke, and copy each output into its buffer.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import os
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from offload._auto import candidate_delegates
+from offload._auto import AutoSettings, candidate_delegates
 from offload._compiled_options import (
     HardwareAccelerator,
     Options,
@@ -35,8 +34,13 @@ from offload._compiled_options import (
     translate,
 )
 from offload._executor import Executor
-from offload._interpreter import Interpreter, check_signature
+from offload._graph import Model
+from offload._interpreter import Interpreter, check_signature, interpreter_over
+from offload._loader import load_model
 from offload._plan import make_plan
+from offload._selection import budget_from
+from offload._session import Session
+from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload.errors import (
     CpuFallbackError,
     InterpreterStateError,
@@ -290,27 +294,19 @@ class _Signature:
 
 @dataclass
 class _Compiled:
-    """Everything a CompiledModel holds: the interpreter it plans and runs with, its
-    signatures, and how its options were read."""
+    """Everything a CompiledModel holds: the session it plans and runs with, its signatures,
+    and how its options were read."""
 
-    interpreter: Interpreter
+    session: Session
     signatures: list[_Signature]
     translation: Translation
-    executors: dict[int, Executor] = dataclasses.field(default_factory=dict)
+    interpreter: Interpreter | None = None
 
     def executor(self, sig: _Signature) -> Executor:
-        if sig.subgraph_index == 0:
-            return self.interpreter._executor  # replaced once by the choice: read it each time
-        ex = self.executors.get(sig.subgraph_index)
-        if ex is None:
-            ex = self.executors[sig.subgraph_index] = self.interpreter.get_signature_runner(
-                sig.key
-            )._executor
-        return ex
+        return self.session.executor_for(sig.subgraph_index)
 
 
-def _signatures(interpreter: Interpreter) -> list[_Signature]:
-    model = interpreter.model
+def _signatures(model: Model) -> list[_Signature]:
     if not model.signatures:
         main = model.main
         return [
@@ -331,11 +327,13 @@ def _signatures(interpreter: Interpreter) -> list[_Signature]:
     ]
 
 
-def _not_accelerated(interpreter: Interpreter, translation: Translation) -> CpuFallbackError:
-    """LiteRT's error for a node no accelerator of the set takes, with offload's reasons."""
-    model = interpreter.model
-    settings = interpreter._selection.settings
-    delegates, skipped, _ = candidate_delegates(model, settings)
+def _not_accelerated(session: Session, translation: Translation) -> CpuFallbackError:
+    """LiteRT's error for a node no accelerator of the set takes, with offload's reasons.
+
+    Planned again with every candidate of the set: the chosen plan holds the reasons of the
+    delegates it uses only, and the error names what each delegate of the set refused."""
+    model = session.model
+    delegates, skipped, _ = candidate_delegates(model, session.settings)
     plan = make_plan(model, model.main, delegates)
     kinds = " | ".join(k.upper() for k in translation.kinds)
     lines = []
@@ -373,25 +371,26 @@ def _compile(
             UserWarning,
             stacklevel=3,
         )
-    interpreter = Interpreter(
-        model_path=model_path,
-        model_content=model_content,
+    model = load_model(model_path=model_path, model_content=model_content)
+    signatures = _signatures(model)  # checked before any time goes into choosing
+    settings = AutoSettings(
+        budget_s=budget_from(None),
+        precision_loss_allowed=translation.precision_loss_allowed,
         num_threads=translation.num_threads,
-        delegates="auto",
         allow_cpu_fallback=translation.reference_allowed,
-        auto_precision_loss_allowed=translation.precision_loss_allowed,
-        auto_inputs=auto_inputs,
+        hardware=translation.delegate_kinds,
+        reference_allowed=translation.reference_allowed,
+        kind_options=translation.kind_options,
+        delegate_options=translation.delegate_options,
+        max_tensor_bytes=DEFAULT_MAX_TENSOR_BYTES,
+        samples=auto_inputs,
     )
-    signatures = _signatures(interpreter)  # checked before any time goes into choosing
-    settings = interpreter._selection.settings
-    settings.hardware = translation.delegate_kinds
-    settings.reference_allowed = translation.reference_allowed
-    settings.kind_options = translation.kind_options
-    settings.delegate_options = translation.delegate_options
-    interpreter.allocate_tensors()
-    if not translation.reference_allowed and interpreter.plan().fallback_nodes():
-        raise _not_accelerated(interpreter, translation)
-    return _Compiled(interpreter, signatures, translation)
+    session = Session(model, model_path, settings, delegates="auto")
+    session.resolve()
+    session.executor.allocate()
+    if not translation.reference_allowed and session.plan().fallback_nodes():
+        raise _not_accelerated(session, translation)
+    return _Compiled(session, signatures, translation)
 
 
 class CompiledModel:
@@ -781,7 +780,7 @@ class CompiledModel:
         its figures), with ``compiled_model``: the hardware asked for, the kinds delegates were
         taken from, and the options kept but unused."""
         state = self._state()
-        report = state.interpreter.delegation_report()
+        report = state.session.delegation_report()
         t = state.translation
         report["compiled_model"] = {
             "hardware_accel": [k.upper() for k in t.kinds],
@@ -795,7 +794,10 @@ class CompiledModel:
     @property
     def interpreter(self) -> Interpreter:
         """The offload Interpreter behind this model (its plan, reports and profiles)."""
-        return self._state().interpreter
+        state = self._state()
+        if state.interpreter is None:
+            state.interpreter = interpreter_over(state.session)
+        return state.interpreter
 
 
 def _described(array: np.ndarray) -> str:
@@ -823,7 +825,7 @@ def _check_writable(
     # in place (a variable tensor, a recurrent op's state) is written there. Worked out only
     # when a read-only input is given: an input the model only reads may be read-only.
     sg = ex.subgraph
-    written = ex._state_inputs(range(len(sg.nodes)))
+    written = ex.state_inputs(range(len(sg.nodes)))
     for name, t, array in frozen:
         if sg.tensors[t].is_variable or t in written:
             raise ReadOnlyBufferError(

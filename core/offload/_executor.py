@@ -206,7 +206,7 @@ class Executor:
             self.cpu_kernels[node_index] = kernel
         return kernel
 
-    def _state_inputs(self, nodes: Sequence[int]) -> set[int]:
+    def state_inputs(self, nodes: Sequence[int]) -> set[int]:
         """Tensors that these nodes' ops update in place (OpKernel.state_inputs)."""
         written: set[int] = set()
         for n in nodes:
@@ -372,7 +372,7 @@ class Executor:
                     # State (variable tensors, and inputs an op overwrites, as a BASIC LSTM
                     # does its previous activation) is updated in place by a delegate as by a
                     # CPU kernel; every other input it may only read.
-                    written = self._state_inputs(partition.nodes)
+                    written = self.state_inputs(partition.nodes)
                     variable = [sg.tensors[t].is_variable or t in written for t in partition.inputs]
                     cs = CompiledStep(
                         _partition_runner(kernel, variable),

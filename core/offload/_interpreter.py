@@ -24,11 +24,6 @@ from offload._deprecation import deprecation, warn_deprecated
 from offload._executor import Executor
 from offload._graph import Model, SignatureDef, Subgraph, Tensor
 from offload._introspect import (
-    array_root,
-    delegate_profiles,
-    held_bytes,
-    reported_bytes,
-    reported_stats,
     set_profiling,
 )
 from offload._litert_compat import (
@@ -41,6 +36,7 @@ from offload._litert_compat import (
 from offload._loader import load_model
 from offload._plan import Plan
 from offload._selection import DelegateSelection, budget_from
+from offload._session import Session
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._tensor_details import tensor_details
 from offload._tensor_values import checked_input
@@ -54,7 +50,7 @@ from offload.errors import (
     TensorTypeError,
 )
 
-__all__ = ["Interpreter", "SignatureRunner", "check_signature"]
+__all__ = ["Interpreter", "SignatureRunner", "check_signature", "interpreter_over"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
 F = TypeVar("F", bound=Callable[..., Any])
@@ -295,15 +291,7 @@ class Interpreter:
             raise ValueError(
                 f"max_tensor_bytes must be a positive int or None, found {max_tensor_bytes!r}"
             )
-        self._max_tensor_bytes = max_tensor_bytes
-        self._model = load_model(model_path=model_path, model_content=model_content)
-        self._num_threads = num_threads
-        self._allow_cpu_fallback = allow_cpu_fallback
-        self._preserve = experimental_preserve_all_tensors
-        # Each array tensor() hands out has a base that holds this token, as LiteRT's arrays
-        # hold its interpreter: while any such array (or a slice of it) lives, the count is
-        # above 2, and the calls that may move tensor memory refuse to run.
-        self._view_token = _ViewToken()
+        model = load_model(model_path=model_path, model_content=model_content)
         settings = AutoSettings(
             budget_s=budget_from(auto_budget_s),
             precision_loss_allowed=bool(auto_precision_loss_allowed),
@@ -315,29 +303,41 @@ class Interpreter:
             use_cache=auto_cache_dir is not False,
             samples=auto_inputs,
         )
-        self._selection = DelegateSelection(
-            self._model,
+        session = Session(
+            model,
             model_path,
-            delegates,
-            experimental_delegates,
-            self._litert_options["experimental_op_resolver_type"],
             settings,
+            delegates=delegates,
+            experimental_delegates=experimental_delegates,
+            resolver=self._litert_options["experimental_op_resolver_type"],
+            profile=profile,
         )
-        self._delegates = list(self._selection.delegates)
-        self._executor = Executor(
-            self._model,
-            self._model.main,
-            self._delegates,
-            allow_cpu_fallback,
-            experimental_preserve_all_tensors,
-            max_tensor_bytes,
-        )
-        # A plan of many small partitions is warned about only when the program named the
-        # delegates: auto and the default reject such plans instead.
-        self._executor.warn_partition_cost = self._selection.mode == "explicit"
-        if profile:
-            self._executor.profile = {}
+        self._adapt(session, self._litert_options)
+
+    def _adapt(self, session: Session, litert_options: dict[str, Any]) -> None:
+        """Speak LiteRT's Interpreter API over ``session`` (see :func:`interpreter_over`)."""
+        self._session = session
+        self._model = session.model
+        self._litert_options = litert_options
+        # Each array tensor() hands out has a base that holds this token, as LiteRT's arrays
+        # hold its interpreter: while any such array (or a slice of it) lives, the count is
+        # above 2, and the calls that may move tensor memory refuse to run.
+        self._view_token = _ViewToken()
         self._signature_runners: dict[str, SignatureRunner] = {}
+
+    @property
+    def _executor(self) -> Executor:
+        # The session's main executor, replaced once by the auto or default choice.
+        return self._session.executor
+
+    @property
+    def _selection(self) -> DelegateSelection:
+        return self._session.selection
+
+    @property
+    def _delegates(self) -> list[Delegate]:
+        # LiteRT's own tests read interpreter._delegates[0]._library: kept for them.
+        return self._session.delegates
 
     # -- LiteRT API -------------------------------------------------------------------------
 
@@ -353,9 +353,7 @@ class Interpreter:
 
     def _resolve(self) -> None:
         """Make the auto or default choice if it is still to be made (see the class doc)."""
-        if self._selection.pending:
-            self._executor = self._selection.resolve(self._executor)
-            self._delegates = list(self._selection.delegates)
+        self._session.resolve()
 
     def invoke(self) -> None:
         if sys.getrefcount(self._view_token) > 2:
@@ -493,13 +491,7 @@ class Interpreter:
                     count=count,
                 )
             )
-        if subgraph_index == 0:
-            return self._executor
-        target = self._model.subgraphs[int(subgraph_index)]
-        for runner in self._signature_runners.values():
-            if runner._executor.subgraph is target:
-                return runner._executor
-        return None
+        return self._session.made_executor(int(subgraph_index))
 
     def _current_shape(self, index: int) -> tuple[int, ...]:
         buf = self._executor.buffers[index]
@@ -737,19 +729,9 @@ class Interpreter:
             )
         if signature_key not in self._signature_runners:
             sig = sigs[signature_key]
-            subgraph = check_signature(self._model, sig)  # before any choice is made for it
-            self._resolve()  # every subgraph runs the delegates chosen for the main one
-            if sig.subgraph_index == 0:
-                executor = self._executor
-            else:
-                executor = Executor(
-                    self._model,
-                    subgraph,
-                    self._delegates,
-                    self._allow_cpu_fallback,
-                    self._preserve,
-                    self._max_tensor_bytes,
-                )
+            check_signature(self._model, sig)  # before any choice is made for it
+            # Every subgraph runs the delegates chosen for the main one (chosen now).
+            executor = self._session.executor_for(sig.subgraph_index)
             self._signature_runners[signature_key] = SignatureRunner._bound(
                 sig, executor, self.experimental_compress_quantization_zero_points
             )
@@ -760,8 +742,7 @@ class Interpreter:
     @property
     def delegates(self) -> list[Delegate]:
         """The delegates in priority order (the auto or default choice is made on first use)."""
-        self._resolve()
-        return list(self._delegates)
+        return self._session.delegates
 
     @property
     def auto_selection(self) -> dict[str, Any] | None:
@@ -783,8 +764,7 @@ class Interpreter:
 
     def plan(self) -> Plan:
         """The partition plan (computed on first use, or by allocate_tensors)."""
-        self._resolve()
-        return self._executor.planned()
+        return self._session.plan()
 
     def delegation_report(self) -> dict[str, Any]:
         """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons.
@@ -793,29 +773,11 @@ class Interpreter:
         auto, or offload's default and where it came from); ``"auto"`` holds
         :attr:`auto_selection` when there is one.
         """
-        report = self.plan().to_dict()
-        report["restored_to_cpu"] = {str(k): v for k, v in self._executor.restored.items()}
-        report["shape_corrections"] = self._executor.shape_corrections or []
-        report["model_type_reason"] = self._model.model_type_reason
-        report["default"] = self._selection.describe()
-        if self._selection.summary is not None:
-            report["auto"] = self._selection.summary
-        return report
+        return self._session.delegation_report()
 
     def profile_report(self) -> list[dict[str, Any]]:
         """Per op (CPU) or partition (delegate): calls and total / mean milliseconds."""
-        ex = self._executor
-        if ex.profile is None:
-            raise InterpreterStateError("create the Interpreter with profile=True to profile")
-        rows: dict[str, dict[str, Any]] = {}
-        for pos, times in ex.profile.items():
-            cs = ex.compiled[pos]
-            key = self._model.main.nodes[cs.step.index].op if cs.step.kind == "cpu" else cs.label
-            row = rows.setdefault(key, {"name": key, "steps": 0, "calls": 0, "total_ms": 0.0})
-            row["steps"] += 1
-            row["calls"] += len(times)
-            row["total_ms"] += 1000 * sum(times)
-        return sorted(rows.values(), key=lambda r: -r["total_ms"])
+        return self._session.profile_report()
 
     def memory_report(self) -> dict[str, int]:
         """Bytes the main subgraph holds now, by kind (see ``docs/introspection.md``).
@@ -833,50 +795,7 @@ class Interpreter:
         while it runs (an im2col patch matrix, say: ``OpKernel.scratch_bytes``), held like a
         tensor to ``max_tensor_bytes``; ``cpu_kernel_scratch_node``: its node (-1: none).
         """
-        ex = self._executor
-        arena_id = None if ex.arena is None else id(array_root(ex.arena))
-        tensors = constants = 0
-        seen: set[Any] = set()
-        held: list[np.ndarray] = []
-        for t, buf in enumerate(ex.buffers):
-            if buf is None:
-                continue
-            held.append(buf)
-            root = array_root(buf)
-            if id(root) == arena_id:
-                continue
-            # An owned root is one allocation; a view of the model file counts its own span.
-            key = id(root) if root.flags.owndata else (buf.ctypes.data, buf.nbytes)
-            if key in seen:
-                continue
-            seen.add(key)
-            size = root.nbytes if root.flags.owndata else buf.nbytes
-            tensors += size
-            if ex.subgraph.tensors[t].is_constant or t in ex.folded:
-                constants += size
-        held.extend(ex.folded.values())
-        if ex.arena is not None:
-            held.append(ex.arena)
-        on_cpu = set(ex.cpu_kernels)
-        scratch = max(
-            ((bytes_, n) for n, bytes_ in ex.scratch.items() if n in on_cpu), default=(0, -1)
-        )
-        device = host = 0
-        for kernel in ex.delegate_kernels.values():
-            reported = reported_bytes(kernel)
-            device += reported["device"]
-            host += reported["host"]
-        return {
-            "tensors": tensors,
-            "constant_tensors": constants,
-            "arena": 0 if ex.arena is None else int(ex.arena.nbytes),
-            "cpu_kernel_buffers": held_bytes(ex.cpu_kernels.values(), exclude=held),
-            "delegate_device_buffers": device,
-            "delegate_host_buffers": host,
-            "delegate_buffers": device + host,
-            "cpu_kernel_scratch": scratch[0],
-            "cpu_kernel_scratch_node": scratch[1],
-        }
+        return self._session.memory_report()
 
     def delegate_kernels(self) -> dict[int, DelegateKernel]:
         """The delegate kernels running partitions now, by partition index.
@@ -885,7 +804,7 @@ class Interpreter:
         them for a delegate's own figures; ``init``, ``prepare`` and ``invoke`` are the
         interpreter's to call.
         """
-        return dict(self._executor.delegate_kernels)
+        return self._session.delegate_kernels()
 
     def delegate_kernel_stats(self) -> list[dict[str, Any]]:
         """Per delegate partition running now: delegate, nodes, reported memory and stats.
@@ -894,20 +813,7 @@ class Interpreter:
         when it reports nothing); ``stats`` its ``stats()`` (a delegate's own figures, such
         as whether its program came from the cache), ``{}`` when it has none.
         """
-        ex = self._executor
-        rows = []
-        for index, kernel in sorted(ex.delegate_kernels.items()):
-            partition = self.plan().partitions[index]
-            rows.append(
-                {
-                    "partition": index,
-                    "delegate": partition.delegate,
-                    "nodes": list(partition.nodes),
-                    "memory": reported_bytes(kernel),
-                    "stats": reported_stats(kernel),
-                }
-            )
-        return rows
+        return self._session.delegate_kernel_stats()
 
     def set_delegate_profiling(self, enabled: bool = True) -> list[int]:
         """Start (from zero) or stop measuring device time in every delegate partition.
@@ -935,8 +841,15 @@ class Interpreter:
         delegate does not count the work); ``reason`` is ``"no device profile"`` when no
         partition of the delegate reports one. See ``docs/introspection.md``.
         """
-        delegate_of = {p.index: p.delegate for p in self.plan().partitions}
-        return delegate_profiles(self._executor.delegate_kernels, delegate_of)
+        return self._session.delegate_profile()
+
+
+def interpreter_over(session: Session) -> Interpreter:
+    """An Interpreter over an existing session: LiteRT's API on a model another front end
+    (CompiledModel) built, sharing its delegates, executors and state."""
+    interpreter = Interpreter.__new__(Interpreter)
+    interpreter._adapt(session, check_litert_options({}))
+    return interpreter
 
 
 class SignatureRunner:

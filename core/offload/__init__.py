@@ -30,7 +30,7 @@ from offload._export import (
     partition_fingerprint,
 )
 from offload._graph import Model, ModelType, Node, OpOptions, Subgraph, Tensor
-from offload._interpreter import Interpreter, SignatureRunner
+from offload._interpreter import Interpreter
 from offload._loader import load_model
 from offload._matrix import capability_matrix
 from offload._partition import Partition
@@ -40,6 +40,7 @@ from offload._per_node_result import NodeDiff, PerNodeDiff, TensorComparison
 from offload._plan import Plan
 from offload._plugins import list_delegates, list_plugins, load_delegate, reload_plugins
 from offload._providers import DelegateFlag, DelegateProvider
+from offload._signature_runner import SignatureRunner
 from offload._sweep import SweepReport, SweepRow, SweepShard, sweep
 from offload.hookspecs import hookimpl
 

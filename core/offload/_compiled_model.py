@@ -35,12 +35,13 @@ from offload._compiled_options import (
 )
 from offload._executor import Executor
 from offload._graph import Model
-from offload._interpreter import Interpreter, check_signature, interpreter_over
+from offload._interpreter import Interpreter, interpreter_over
 from offload._loader import load_model
 from offload._plan import make_plan
 from offload._selection import budget_from
 from offload._session import Session
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
+from offload._signature_runner import check_signature
 from offload.errors import (
     CpuFallbackError,
     InterpreterStateError,

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from offload._delegate import Delegate
-from offload._interpreter import Interpreter, SignatureRunner
+from offload._interpreter import Interpreter
 from offload._litert_compat import DIFFERENCES, OpResolverType, litert_message
 from offload._plugins import load_delegate
+from offload._signature_runner import SignatureRunner
 from offload.errors import IncompatibleOptionError
 
 __all__ = [

@@ -61,6 +61,7 @@ import numpy as np
 
 # auto's own wait (private: this benchmark times the columns as auto timed its candidates).
 from offload._auto_measure import wait_for_quiet  # noqa: E402
+from offload._seeded_inputs import GATE_FAMILIES, draw_inputs, input_specs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTO_TOLERANCE = 1.10  # auto's median against the fastest accurate candidate's
@@ -89,22 +90,9 @@ def models() -> list[tuple[str, Path]]:
 
 
 def seeded_inputs(details: list[dict[str, Any]]) -> list[np.ndarray]:
-    """U(-1, 1) floats; quantized integers drawn that way and quantized; other integers 0..3."""
-    rng = np.random.default_rng(0)
-    arrays = []
-    for d in details:
-        shape, dtype = tuple(int(n) for n in d["shape"]), np.dtype(d["dtype"])
-        scale, zero_point = d.get("quantization", (0.0, 0))
-        values = rng.uniform(-1.0, 1.0, shape)
-        if dtype.kind == "f":
-            arrays.append(values.astype(dtype))
-        elif dtype.kind in "iu" and scale:
-            info = np.iinfo(dtype)
-            q = np.round(values / scale) + zero_point
-            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
-        else:
-            arrays.append(rng.integers(0, 4, shape).astype(dtype))
-    return arrays
+    """auto's timed input set, from the details: U(-1, 1) floats; quantized integers drawn that
+    way and quantized; other integers 0..3."""
+    return draw_inputs(input_specs(details), np.random.default_rng(0), GATE_FAMILIES[0])
 
 
 class Column:

@@ -28,6 +28,7 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 
 import offload
+from offload._seeded_inputs import random_inputs
 
 
 def public_models() -> list[Path]:
@@ -47,10 +48,7 @@ def _ready(interp, inputs: list[np.ndarray]):  # noqa: ANN001, ANN202
 
 def bench(path: Path, runs: int) -> dict:
     ref = LiteRT(model_path=str(path), num_threads=1)
-    rng = np.random.default_rng(0)
-    inputs = [
-        rng.standard_normal(tuple(d["shape"])).astype(d["dtype"]) for d in ref.get_input_details()
-    ]
+    inputs = random_inputs(ref.get_input_details(), np.random.default_rng(0))
     ref = _ready(ref, inputs)
     ours = _ready(offload.Interpreter(model_path=str(path), num_threads=1, delegates=[]), inputs)
     for _ in range(3):

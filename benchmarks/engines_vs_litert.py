@@ -64,6 +64,7 @@ import numpy as np
 from ai_edge_litert import interpreter as litert
 
 import offload
+from offload._seeded_inputs import GATE_FAMILIES, draw_inputs, input_specs
 
 ROOT = Path(__file__).resolve().parents[1]
 try:
@@ -95,22 +96,9 @@ def models() -> list[tuple[str, Path]]:
 
 
 def make_inputs(details: list[dict[str, Any]]) -> list[np.ndarray]:
-    """U(-1, 1) floats; integer inputs that draw quantized with their own scale, else 0..3."""
-    rng = np.random.default_rng(0)
-    arrays = []
-    for d in details:
-        shape, dtype = tuple(int(n) for n in d["shape"]), np.dtype(d["dtype"])
-        scale, zero_point = d.get("quantization", (0.0, 0))
-        values = rng.uniform(-1.0, 1.0, shape)
-        if dtype.kind == "f":
-            arrays.append(values.astype(dtype))
-        elif dtype.kind in "iu" and scale:
-            info = np.iinfo(dtype)
-            q = np.round(values / scale) + zero_point
-            arrays.append(np.clip(q, info.min, info.max).astype(dtype))
-        else:
-            arrays.append(rng.integers(0, 4, shape).astype(dtype))
-    return arrays
+    """auto's timed input set: U(-1, 1) floats; integer inputs that draw quantized with their
+    own scale, else 0..3."""
+    return draw_inputs(input_specs(details), np.random.default_rng(0), GATE_FAMILIES[0])
 
 
 class Column:

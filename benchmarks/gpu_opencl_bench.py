@@ -97,14 +97,15 @@ def main() -> None:
         return
 
     import offload
+    from offload._seeded_inputs import GATE_FAMILIES, draw_inputs, input_specs
 
     models = face_models()
     names = [n for n in sorted(models) if not args.models or any(m in n for m in args.models)]
     rows = []
     for name in names:
         path = models[name]
-        detail = offload.Interpreter(model_path=str(path)).get_input_details()[0]
-        x = np.random.default_rng(0).uniform(-1, 1, detail["shape"]).astype(np.float32)
+        details = offload.Interpreter(model_path=str(path)).get_input_details()[:1]
+        (x,) = draw_inputs(input_specs(details), np.random.default_rng(0), GATE_FAMILIES[0])
         gpu32 = offload.load_delegate("gpu_opencl")
         gpu16 = offload.load_delegate("gpu_opencl", options={"precision_loss_allowed": True})
         t = {

@@ -93,16 +93,10 @@ def pick_models(dirs: Sequence[str], names: Sequence[str] | None) -> list[Path]:
 
 
 def make_inputs(details: Sequence[dict[str, Any]], seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for d in details:
-        shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
-        if np.issubdtype(dtype, np.floating):
-            out.append(rng.uniform(-1, 1, shape).astype(dtype))
-        else:
-            info = np.iinfo(dtype)
-            out.append(rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype))
-    return out
+    """U(-1, 1) floats; quantized integers over their whole code range."""
+    from offload._seeded_inputs import FULL_CODE_RANGE, draw_inputs, input_specs
+
+    return draw_inputs(input_specs(details), np.random.default_rng(seed), FULL_CODE_RANGE)
 
 
 def max_relative_error(found: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> float:

@@ -13,6 +13,7 @@ scripts/make_conformance.py) are skipped with a note. Slow models get fewer runs
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -28,6 +29,7 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 
 import offload
+from offload._seeded_inputs import GATE_FAMILIES, draw_inputs, input_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT / "build" / "conformance"
@@ -51,19 +53,13 @@ MODELS = [
 ]
 
 
+# Standard normal floats; quantized integers over their whole code range (a normal draw cast
+# to int8 would be almost all zeros and flatter the quantized kernels' caches).
+NORMAL_CODES = dataclasses.replace(GATE_FAMILIES[2], name="normal(0,1) codes", codes=True)
+
+
 def random_inputs(details: list[dict], seed: int = 0) -> list[np.ndarray]:
-    """Standard normal floats; integers spread over their whole range (a normal draw cast to
-    int8 would be almost all zeros and flatter the quantized kernels' caches)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for d in details:
-        shape, dtype = tuple(d["shape"]), np.dtype(d["dtype"])
-        if dtype.kind == "f":
-            out.append(rng.standard_normal(shape).astype(dtype))
-        else:
-            info = np.iinfo(dtype)
-            out.append(rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dtype))
-    return out
+    return draw_inputs(input_specs(details), np.random.default_rng(seed), NORMAL_CODES)
 
 
 def _ready(interp, inputs: list[np.ndarray]):  # noqa: ANN001, ANN202

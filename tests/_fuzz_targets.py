@@ -51,13 +51,14 @@ import offload
 from offload import Capabilities, Delegate, DelegateKernel, ModelTypeSupport, OpCapability
 from offload._graph import Quantization
 from offload._schema import OPTION2_TYPES, OPTION_TYPES, option_field_map, options_type_for
+from offload._tolerance import differences, distance
 from offload.errors import OffloadError, UnsupportedOpError
 from offload.model import _writer
 from offload.model.builder import ModelBuilder
 
 from . import _mutate
 from ._fuzz_round3 import ROUND3_TARGETS
-from ._models import fixture_models, public_models, relative_error
+from ._models import fixture_models, public_models
 
 __all__ = ["TARGETS", "SEEDS", "LOG", "ArtifactRecorded", "mutate_seed", "oracle_starts", "record"]
 
@@ -153,32 +154,26 @@ def _litert_outputs(content: bytes, inputs: Sequence[np.ndarray]) -> list[np.nda
 def _difference(got: np.ndarray, want: np.ndarray, exact: bool = False) -> str | None:
     """How ``got`` misses ``want`` (LiteRT's), or None within the fuzz tolerance: floats to
     1e-5 relative (float16 to one float16 step), integers to one step (``exact``: none),
-    NaN and infinities where LiteRT has them."""
+    NaN and infinities where LiteRT has them (the house's tolerance model, offload._tolerance)."""
     got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return f"{got.dtype}{list(got.shape)} where LiteRT gives {want.dtype}{list(want.shape)}"
-    if want.size == 0:
-        return None
-    if want.dtype.kind == "c":
+    if want.dtype.kind == "c" and got.dtype == want.dtype and got.shape == want.shape:
         return _difference(got.real, want.real) or _difference(got.imag, want.imag)
-    if want.dtype.kind == "f":
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        if not np.array_equal(np.isnan(g), np.isnan(w)):
-            return "NaN where LiteRT has a number, or a number where it has NaN"
-        special = np.isinf(g) | np.isinf(w)
-        if not np.array_equal(g[special], w[special]):
-            return "an infinity where LiteRT has another value"
-        finite = ~(np.isnan(w) | special)
-        if want.dtype == np.float16:
-            steps = np.abs(g - w)[finite] / np.spacing(np.abs(want[finite])).astype(np.float64)
-            worst = float(steps.max(initial=0.0))
-            return None if worst <= 1.0 else f"{worst:.3g} float16 steps from LiteRT's"
-        error = relative_error(g[finite], w[finite])
-        return None if error <= 1e-5 else f"relative error {error:.3g} against LiteRT"
-    # Python ints: an int64 difference near the type's ends would wrap.
-    steps = max(abs(int(a) - int(b)) for a, b in zip(got.ravel().tolist(), want.ravel().tolist()))
+    d = distance(want, got)
+    if d.mismatch:
+        return f"{got.dtype}{list(got.shape)} where LiteRT gives {want.dtype}{list(want.shape)}"
+    if d.nan_mismatch:
+        return "NaN where LiteRT has a number, or a number where it has NaN"
+    if d.inf_mismatch:
+        return "an infinity where LiteRT has another value"
+    if want.dtype == np.float16:  # in float16 steps (units in the last place) of LiteRT's values
+        finite = np.isfinite(want)
+        ulps = differences(want, got)[0][finite] / np.spacing(np.abs(want[finite]))
+        worst = float(ulps.astype(np.float64).max(initial=0.0))
+        return None if worst <= 1.0 else f"{worst:.3g} float16 steps from LiteRT's"
+    if d.unit == "relative":
+        return None if d.relative <= 1e-5 else f"relative error {d.relative:.3g} against LiteRT"
     allowed = 0 if exact else 1
-    return None if steps <= allowed else f"{steps} steps from LiteRT's answer"
+    return None if d.steps <= allowed else f"{int(d.max_abs)} steps from LiteRT's answer"
 
 
 def _shape(rng: Random, max_rank: int = 4) -> list[int]:

@@ -64,9 +64,9 @@ def test_a_candidate_right_on_one_family_and_wrong_on_another_is_rejected(monkey
     }
     assert clipping["error"]["relative"] == by_input["normal(0,1)"]["relative"] > 1e-4
     assert rows["fast"]["status"] == "chosen"
-    assert list(rows["fast"]["error_by_input"]) == [name for name, _ in GATE_FAMILIES]
+    assert list(rows["fast"]["error_by_input"]) == [family.name for family in GATE_FAMILIES]
     gate = interp.auto_selection["gate"]
-    assert gate["inputs"] == [name for name, _ in GATE_FAMILIES]
+    assert gate["inputs"] == [family.name for family in GATE_FAMILIES]
     assert gate["statistic"].startswith("worst case")
 
 
@@ -143,7 +143,7 @@ def test_gate_families_cover_image_like_normal_wide_and_full_code_ranges():
     shapes = [t.shape for t in sg.tensors]
     gate = gate_inputs(sg, shapes)
     names = [g.name for g in gate]
-    assert names == [name for name, _ in GATE_FAMILIES] + ["full code range"]
+    assert names == [family.name for family in GATE_FAMILIES] + ["full code range"]
     by = {g.name: g.arrays for g in gate}
     for got, want in zip(by["uniform(-1,1)"], seeded_inputs(sg, shapes)):
         np.testing.assert_array_equal(got, want)  # the timed set is the one auto always used

@@ -54,8 +54,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offload._executor import Executor
+from offload._seeded_inputs import (
+    FULL_CODE_RANGE,
+    GATE_FAMILIES,
+    Family,
+    draw_inputs,
+    subgraph_specs,
+)
 from offload._tensor_values import checked_input
-from offload.errors import TensorTypeError
+from offload._tolerance import Distance, Limits, distance
+from offload.errors import TensorTypeError, UsageError
 
 if TYPE_CHECKING:
     from offload._delegate import Delegate
@@ -122,7 +130,9 @@ class AccuracyPolicy:
     outputs within 1 quantization step, other integers and booleans equal. Float outputs that
     dequantize an integer tensor are judged in that tensor's steps. With precision loss
     allowed: ``1e-2`` and 4 steps (float16 storage and arithmetic, float views of quantized
-    models). NaN must be NaN where the reference has it, infinities equal.
+    models). NaN must be NaN where the reference has it, infinities equal. The distances are
+    the house's one tolerance model (:mod:`offload._tolerance`); the limits, the messages and
+    the top-1 rule below are auto's.
 
     Quantized outputs are held to the reference in absolute steps, which equals LiteRT's
     builtin kernels: an engine that rounds differently (XNNPACK's int8 is 11-63 steps from
@@ -214,22 +224,9 @@ class AccuracyPolicy:
                 continue
             if _class_scores(subgraph, producers, t):
                 keep("top1_changes", float(self._top1_changes(subgraph, producers, t, a, b)))
-            if a.dtype.kind in "iu":
-                q = subgraph.tensors[t].quantization
-                if q is not None and q.scale.size and q.scale.max() > 0:
-                    keep("steps", float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))))
-                continue
-            a64, b64 = a.astype(np.float64), b.astype(np.float64)
-            finite = np.isfinite(a64) & np.isfinite(b64)
-            if not finite.any():
-                continue
-            diff = float(np.max(np.abs(a64[finite] - b64[finite])))
-            scale = _dequantized_scale(subgraph, producers, t)
-            if scale:
-                keep("steps", diff / scale)
-            else:
-                peak = float(np.max(np.abs(b64[finite])))
-                keep("relative", diff / peak if peak > 0 else diff)
+            d = _distance(subgraph, producers, t, a, b)
+            if d.compared and d.unit in ("steps", "relative"):
+                keep(d.unit, d.steps if d.unit == "steps" else _relative(d))
         return worst
 
     def _output(
@@ -240,53 +237,45 @@ class AccuracyPolicy:
         a: np.ndarray,
         b: np.ndarray,
     ) -> str | None:
-        if a.shape != b.shape or a.dtype != b.dtype:
+        d = _distance(subgraph, producers, t, a, b)
+        if Limits(self.float_rel, self.steps, absolute_at_zero=True).within(d):
+            return None
+        if d.mismatch:
             return f"{a.dtype}{list(a.shape)} where the reference has {b.dtype}{list(b.shape)}"
         if a.dtype.kind in "OSUb":
-            return None if np.array_equal(a, b) else "differs (values must be equal)"
+            return "differs (values must be equal)"
         if a.dtype.kind in "iu":
-            q = subgraph.tensors[t].quantization
-            limit = self.steps if q is not None and q.scale.size and q.scale.max() > 0 else 0
-            if not a.size:
-                return None
-            worst = int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64))))
-            if worst > limit:
-                kind = f"{limit} step(s)" if limit else "equal values (not quantized)"
-                return f"differs by up to {worst} step(s); the policy allows {kind}"
-            return None
-        return self._float(subgraph, producers, t, a.astype(np.float64), b.astype(np.float64))
-
-    def _float(
-        self, subgraph: Subgraph, producers: dict[int, int], t: int, a: np.ndarray, b: np.ndarray
-    ) -> str | None:
-        nan_a, nan_b = np.isnan(a), np.isnan(b)
-        if not np.array_equal(nan_a, nan_b):
+            limit = f"{self.steps} step(s)" if d.unit == "steps" else "equal values (not quantized)"
+            return f"differs by up to {int(d.max_abs)} step(s); the policy allows {limit}"
+        if d.nan_mismatch:
             return "NaN where the reference has a number, or the reverse"
-        inf = np.isinf(b) | np.isinf(a)
-        if not np.array_equal(a[inf], b[inf]):
+        if d.inf_mismatch:
             return "an infinity where the reference differs"
-        finite = ~(nan_b | inf)
-        if not finite.any():
-            return None
-        diff = float(np.max(np.abs(a[finite] - b[finite])))
-        scale = _dequantized_scale(subgraph, producers, t)
-        if scale:
-            steps = diff / scale
-            if steps > self.steps + 1e-3:  # float rounding of the dequantized values
-                return (
-                    f"differs by {steps:.2f} steps of the integer tensor it dequantizes; the "
-                    f"policy allows {self.steps}"
-                )
-            return None
-        peak = float(np.max(np.abs(b[finite])))
-        limit = self.float_rel * peak if peak > 0 else self.float_rel
-        if diff > limit:
-            rel = diff / peak if peak > 0 else diff
+        if d.unit == "steps":
             return (
-                f"max |a - b| = {diff:.3g} ({rel:.2e} of max |reference| = {peak:.3g}); the "
-                f"policy allows {self.float_rel:g}"
+                f"differs by {d.steps:.2f} steps of the integer tensor it dequantizes; the "
+                f"policy allows {self.steps}"
             )
-        return None
+        return (
+            f"max |a - b| = {d.max_abs:.3g} ({_relative(d):.2e} of max |reference| = "
+            f"{d.peak:.3g}); the policy allows {self.float_rel:g}"
+        )
+
+
+def _distance(
+    subgraph: Subgraph, producers: dict[int, int], t: int, a: np.ndarray, b: np.ndarray
+) -> Distance:
+    """Output ``t``'s distance from the reference in the policy's units: integer outputs in
+    steps when quantized (else exact), float outputs that dequantize an integer tensor in its
+    steps, other floats relative to the reference's largest magnitude."""
+    q = subgraph.tensors[t].quantization
+    quantized = q is not None and bool(q.scale.size) and float(q.scale.max()) > 0
+    return distance(b, a, quantized=quantized, step=_dequantized_scale(subgraph, producers, t))
+
+
+def _relative(d: Distance) -> float:
+    """The policy's relative error: against an all-zero reference, the absolute difference."""
+    return d.relative if d.peak > 0 else d.max_abs
 
 
 _SCORE_PASSTHROUGH = ("QUANTIZE", "DEQUANTIZE", "RESHAPE", "SQUEEZE")
@@ -320,21 +309,6 @@ def _dequantized_scale(subgraph: Subgraph, producers: dict[int, int], t: int) ->
     return float(np.max(q.scale))
 
 
-# The input families of the accuracy gate, in order: the first is the set every timed run
-# uses. Each draws real values; quantized inputs get them quantized with their own parameters.
-# Image-like [0, 1) inputs were what exposed OpenVINO's bf16 (23% of the largest magnitude off
-# on a face detector) where [-1, 1) passed; N(0, 4) reaches past the range models are
-# calibrated on.
-GATE_FAMILIES: tuple[
-    tuple[str, Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]], ...
-] = (
-    ("uniform(-1,1)", lambda rng, shape: rng.uniform(-1.0, 1.0, shape)),
-    ("uniform(0,1)", lambda rng, shape: rng.uniform(0.0, 1.0, shape)),
-    ("normal(0,1)", lambda rng, shape: rng.standard_normal(shape)),
-    ("normal(0,4)", lambda rng, shape: 4.0 * rng.standard_normal(shape)),
-)
-# The set over quantized inputs' full code range (floats in it draw uniform(-1,1)).
-CODES_FAMILY = "full code range"
 # Part of every stored decision's key: a decision measured by another gate is measured again.
 GATE_VERSION = 2
 
@@ -348,49 +322,18 @@ class GateInput:
     arrays: list[np.ndarray]
 
 
-def _quantized_input(t: Any) -> bool:
-    q = t.quantization
-    return t.dtype.kind in "iu" and q is not None and q.scale.size == 1 and float(q.scale[0]) > 0
-
-
 def _draw(
-    subgraph: Subgraph,
-    shapes: Sequence[tuple[int, ...]],
-    rng: np.random.Generator,
-    real: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray],
-    codes: bool = False,
+    subgraph: Subgraph, shapes: Sequence[tuple[int, ...]], seed: Any, family: Family
 ) -> list[np.ndarray]:
-    arrays = []
-    for i in subgraph.inputs:
-        t = subgraph.tensors[i]
-        shape, dtype = tuple(shapes[i]), t.dtype
-        if dtype.kind == "f":
-            arrays.append(real(rng, shape).astype(dtype))
-        elif dtype.kind == "b":
-            arrays.append(rng.random(shape) > 0.5)
-        elif dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            if not _quantized_input(t):
-                arrays.append(rng.integers(0, 4, shape).astype(dtype))
-            elif codes:
-                arrays.append(rng.integers(info.min, int(info.max) + 1, shape).astype(dtype))
-            else:
-                q = t.quantization
-                assert q is not None  # _quantized_input
-                zero = int(q.zero_point[0]) if q.zero_point.size else 0
-                values = np.round(real(rng, shape) / float(q.scale[0])) + zero
-                arrays.append(np.clip(values, info.min, info.max).astype(dtype))
-        else:
-            raise Unmeasurable(
-                f"input {i} ({t.name!r}) is a {dtype} tensor, which auto cannot fill with "
-                "seeded values"
-            )
-    return arrays
+    try:
+        return draw_inputs(subgraph_specs(subgraph, shapes), np.random.default_rng(seed), family)
+    except UsageError as exc:
+        raise Unmeasurable(f"{exc}: auto cannot fill it with seeded values") from exc
 
 
 def seeded_inputs(subgraph: Subgraph, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
     """The first gate set, which the timed runs use (see the module's protocol)."""
-    return _draw(subgraph, shapes, np.random.default_rng(0), GATE_FAMILIES[0][1])
+    return _draw(subgraph, shapes, 0, GATE_FAMILIES[0])
 
 
 def checked_samples(
@@ -456,16 +399,14 @@ def gate_inputs(
     full code range where an input is quantized, then ``samples``, already checked against
     the inputs' shapes and dtypes."""
     gate = [
-        GateInput(name, _draw(subgraph, shapes, np.random.default_rng((seed, k)), real))
-        for k, (name, real) in enumerate(GATE_FAMILIES)
+        GateInput(family.name, _draw(subgraph, shapes, (seed, k), family))
+        for k, family in enumerate(GATE_FAMILIES)
     ]
     if seed == 0:  # the timed set keeps the draw auto always used
         gate[0] = GateInput(gate[0].name, seeded_inputs(subgraph, shapes))
-    if any(_quantized_input(subgraph.tensors[i]) for i in subgraph.inputs):
-        rng = np.random.default_rng((seed, len(GATE_FAMILIES)))
-        gate.append(
-            GateInput(CODES_FAMILY, _draw(subgraph, shapes, rng, GATE_FAMILIES[0][1], True))
-        )
+    if any(spec.quantized for spec in subgraph_specs(subgraph, shapes)):
+        codes = _draw(subgraph, shapes, (seed, len(GATE_FAMILIES)), FULL_CODE_RANGE)
+        gate.append(GateInput(FULL_CODE_RANGE.name, codes))
     gate.extend(GateInput(f"sample {k}", list(arrays)) for k, arrays in enumerate(samples))
     return gate
 

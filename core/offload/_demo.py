@@ -21,6 +21,7 @@ import numpy as np
 
 from offload._interpreter import Interpreter
 from offload._plugins import list_delegates, load_delegate
+from offload._seeded_inputs import GATE_FAMILIES, draw_inputs, input_specs
 from offload.model.builder import ModelBuilder
 
 __all__ = ["DEMO_MODEL", "build_demo_model", "bundled_model", "main"]
@@ -190,11 +191,8 @@ def _run_configs(
         interp.allocate_tensors()
         init_ms = 1000 * (time.perf_counter() - start)
         if inputs is None:
-            rng = np.random.default_rng(1)
-            inputs = [
-                rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
-                for d in interp.get_input_details()
-            ]
+            specs = input_specs(interp.get_input_details())
+            inputs = draw_inputs(specs, np.random.default_rng(1), GATE_FAMILIES[0])
         outputs, median = _time_runs(interp, inputs, runs)
         plan = interp.plan()
         taken = sum(len(p.nodes) for p in plan.partitions)

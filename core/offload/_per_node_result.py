@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from offload._formatting import json_safe
+from offload._tolerance import Limits, distance
 
 __all__ = [
     "TensorComparison",
@@ -54,55 +55,29 @@ class TensorComparison:
 def compare_tensors(
     reference: np.ndarray, candidate: np.ndarray, tolerance: float, tolerance_steps: int
 ) -> TensorComparison:
-    """Compare one tensor's values; floats against ``tolerance`` (relative to the largest
-    reference magnitude), integers against ``tolerance_steps``."""
+    """Compare one tensor's values (:func:`offload._tolerance.distance`); floats against
+    ``tolerance`` (relative to the largest reference magnitude), integers against
+    ``tolerance_steps``. A NaN or an infinity against anything but itself is an infinite
+    error."""
     ref, cand = np.asarray(reference), np.asarray(candidate)
     kind: Literal["float", "integer", "other"] = (
         "float" if ref.dtype.kind in "fc" else "integer" if ref.dtype.kind in "biu" else "other"
     )
-    if ref.shape != cand.shape:
+    d = distance(ref, cand)
+    if d.mismatch == "shape":
         note = f"shape {format_shape(cand.shape)}, reference {format_shape(ref.shape)}"
         return TensorComparison(kind, None, None, None, True, note)
-    if ref.dtype != cand.dtype:
+    if d.mismatch == "dtype":
         note = f"dtype {cand.dtype}, reference {ref.dtype}"
         return TensorComparison(kind, None, None, None, True, note)
-    if ref.size == 0:
-        return TensorComparison(kind, 0.0, 0.0 if kind == "float" else None, 1.0, False)
+    exceeds = not Limits(tolerance, tolerance_steps).within(d)
     if kind == "float":
-        return _compare_floats(ref, cand, tolerance)
+        max_error = np.inf if d.special_mismatch else d.max_abs
+        relative = np.inf if d.special_mismatch else d.relative
+        return TensorComparison(kind, max_error, relative, d.equal, exceeds)
     if kind == "integer":
-        steps = np.abs(ref.astype(np.int64) - cand.astype(np.int64))
-        worst = int(steps.max())
-        return TensorComparison(
-            kind, float(worst), None, float(np.mean(steps == 0)), worst > tolerance_steps
-        )
-    same = ref == cand  # strings and other objects: equal or not
-    return TensorComparison(kind, None, None, float(np.mean(same)), not bool(same.all()))
-
-
-def _compare_floats(ref: np.ndarray, cand: np.ndarray, tolerance: float) -> TensorComparison:
-    # Bit patterns, not values: -0.0 against 0.0 or two NaN payloads are told apart here,
-    # while the error below treats NaN against NaN (and inf against inf) as no error.
-    if ref.dtype.kind == "f":
-        bits = np.dtype(f"u{ref.dtype.itemsize}")
-        identical = ref.view(bits) == cand.view(bits)
-    else:
-        identical = ref == cand
-    a, b = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64), cand
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(a - b)
-        same_special = (np.isnan(a) & np.isnan(b)) | ((a == b) & ~np.isfinite(a))
-    diff = np.where(same_special, 0.0, np.where(np.isnan(diff), np.inf, diff))
-    max_error = float(diff.max())
-    finite = np.abs(a[np.isfinite(a)])
-    scale = float(finite.max()) if finite.size else 0.0
-    if max_error == 0.0:
-        relative = 0.0
-    else:
-        relative = max_error / scale if scale > 0.0 else float("inf")
-    return TensorComparison(
-        "float", max_error, relative, float(np.mean(identical)), relative > tolerance
-    )
+        return TensorComparison(kind, d.max_abs, None, d.equal, exceeds)
+    return TensorComparison(kind, 0.0 if ref.size == 0 else None, None, d.equal, exceeds)
 
 
 # -- results --------------------------------------------------------------------------------

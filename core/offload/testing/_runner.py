@@ -35,6 +35,7 @@ from offload._delegate import Delegate
 from offload._graph import ModelType
 from offload._interpreter import Interpreter
 from offload._plan import Plan
+from offload._tolerance import excess
 from offload.errors import PartitionCostWarning
 from offload.testing._cases import CASES, KIT_GAPS, OpCase, build_case
 
@@ -178,20 +179,18 @@ def _tolerance(case: OpCase, dtype: np.dtype, exact: bool) -> tuple[float, float
 def _compare(
     case: OpCase, got: Sequence[np.ndarray], want: Sequence[np.ndarray], exact: bool = False
 ) -> str | None:
-    """None when every output is within its tolerance (:func:`_tolerance`), else what
-    differs."""
+    """None when every output is within its tolerance (:func:`_tolerance`, per value as numpy's
+    ``allclose`` has it: :func:`offload._tolerance.excess`), else what differs."""
     if len(got) != len(want):
         return f"got {len(got)} outputs, reference {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
         if g.shape != w.shape or g.dtype != w.dtype:
             return f"output {k}: got {g.dtype}{list(g.shape)}, reference {w.dtype}{list(w.shape)}"
         atol, rtol = _tolerance(case, w.dtype, exact)
-        g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        excess = np.abs(g64 - w64) - (atol + rtol * np.abs(w64))
-        nan_mismatch = np.isnan(g64) != np.isnan(w64)
-        bad = (excess > 0) | nan_mismatch
+        over = excess(w, g, atol, rtol)  # a NaN or infinity against anything else: inf
+        bad = over > 0
         if np.any(bad):
-            worst = int(np.argmax(np.where(nan_mismatch, np.inf, np.nan_to_num(excess, nan=-1))))
+            worst = int(np.argmax(over))
             where = np.unravel_index(worst, g.shape) if g.ndim else ()
             return (
                 f"output {k}: {int(np.count_nonzero(bad))} of {g.size} values off, worst at "

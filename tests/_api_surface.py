@@ -3,7 +3,8 @@
 What is read: ``offload.__all__`` (classes with their public methods, signatures, fields and
 class attributes; functions with their signatures; constants with their values), the
 ``__all__`` of the public modules plugin authors and users import (quant, geometry, cache,
-testing, errors, interpreter), and the hook specs. Members inherited from outside offload
+testing, errors, interpreter), the hook specs, and every deprecated form with its removal
+version. Members inherited from outside offload
 (pydantic's ``model_dump``, ``Exception.args``) are not offload's surface and are left out.
 
 Regenerate after a deliberate change, and say what changed in CHANGELOG.md::
@@ -178,7 +179,25 @@ def surface() -> dict[str, Any]:
             name: describe(getattr(module, name)) for name in sorted(module.__all__)
         }
     data["hookspecs"] = hook_specs()
+    data["deprecated"] = deprecated()
     return data
+
+
+def deprecated() -> dict[str, Any]:
+    """Every deprecated form (offload._deprecation.DEPRECATIONS) with what replaces it and its
+    removal version, and the module attributes kept, with a warning, outside ``__all__``."""
+    from offload._deprecation import DEPRECATED_ATTRIBUTES, DEPRECATIONS
+
+    forms = {
+        key: {"old": d.old, "new": d.new, "since": d.since, "removal": d.removal}
+        for key, d in sorted(DEPRECATIONS.items())
+    }
+    attributes = {
+        f"{module}.{name}": entry.key
+        for module, names in sorted(DEPRECATED_ATTRIBUTES.items())
+        for name, entry in sorted(names.items())
+    }
+    return {"forms": forms, "module_attributes": attributes}
 
 
 def main(argv: list[str]) -> int:

@@ -340,7 +340,7 @@ def readonly_buffer(case: int, delegate: str | None) -> str:
 def _damage(rng: Random, where: Path, model: bytes) -> tuple[Path, str]:
     """A cache directory under ``where`` damaged one way (after a healthy cache made by
     delegates="auto", for damage to its entries): (the path to name, the damage)."""
-    from offload.cache import KEY_FILE
+    from offload.cache import _KEY_FILE as KEY_FILE
 
     path = where / "cache"
     kind = rng.choice(

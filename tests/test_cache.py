@@ -13,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offload.cache import KEY_FILE, MAGIC, MANIFEST_FILE, CacheDir, CacheWarning, EntryStore
+from offload.cache import _KEY_FILE as KEY_FILE
+from offload.cache import _MAGIC as MAGIC
+from offload.cache import _MANIFEST_FILE as MANIFEST_FILE
+from offload.cache import CacheDir, CacheWarning, EntryStore
 from offload.errors import CacheError, OffloadError
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the cache needs POSIX (O_NOFOLLOW)")

@@ -21,7 +21,8 @@ import pytest
 
 import offload
 from offload import compiled_model as cm
-from offload.cache import KEY_FILE, CacheWarning, EntryStore
+from offload.cache import _KEY_FILE as KEY_FILE
+from offload.cache import CacheWarning, EntryStore
 from offload.errors import CacheError
 from tests._auto_fakes import FAST, LITERT, SLOW, chain_model, install, slow_reference
 

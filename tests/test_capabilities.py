@@ -171,3 +171,21 @@ def test_constant_dtypes_need_constant_inputs() -> None:
     """constant_dtypes without constant_inputs limits nothing, so it is refused at load."""
     with pytest.raises(CapabilityDeclarationError, match="constant_dtypes: expected constant"):
         OpCapability(op="CONV_2D", constant_dtypes=("float32",))
+
+
+def test_unsupported_ops_give_the_reason_an_undeclared_op_stays_on_the_cpu() -> None:
+    """An op in unsupported_ops is refused with the delegate's reason, not the bare one; an op
+    both declared and listed there is a declaration error naming it."""
+    yes = {t: ModelTypeSupport(support="yes") for t in offload.ModelType.__args__}
+
+    class Engine(offload.Delegate):
+        name = "engine_without_add"
+        CAPABILITIES = Capabilities(
+            ops=(OpCapability(op="SUB"),), model_types=yes, unsupported_ops={"ADD": "no adder"}
+        )
+
+    model = _add()
+    reason = Engine().is_node_supported(model.main.nodes[0], model.main)
+    assert reason == "op ADD is not supported: no adder"
+    with pytest.raises(CapabilityDeclarationError, match=r"unsupported_ops names declared ops"):
+        Capabilities(ops=(OpCapability(op="ADD"),), model_types=yes, unsupported_ops={"ADD": "x"})

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,20 +116,25 @@ class _NumpyBinaryKernel(DelegateKernel):
         return [self.func(*inputs)]
 
 
-class _NarrowDelegate(Delegate):
-    """Declares SUB only, yet takes plain ADD too (and computes it right)."""
+with warnings.catch_warnings():
+    # Overriding is_node_supported is deprecated; it still works, and the kit must
+    # still catch a delegate that takes more than it declares.
+    warnings.simplefilter("ignore", DeprecationWarning)
 
-    name = "narrow"
-    CAPABILITIES = _caps(OpCapability(op="SUB", fused_activations=("NONE",)))
+    class _NarrowDelegate(Delegate):
+        """Declares SUB only, yet takes plain ADD too (and computes it right)."""
 
-    def is_node_supported(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-        if node.op == "ADD" and node.options.get("fused_activation_function") in (None, "NONE"):
-            shapes = {subgraph.tensors[i].shape for i in node.inputs}
-            return None if len(shapes) == 1 else "broadcast"
-        return super().is_node_supported(node, subgraph)
+        name = "narrow"
+        CAPABILITIES = _caps(OpCapability(op="SUB", fused_activations=("NONE",)))
 
-    def create_kernel(self) -> DelegateKernel:
-        return _NumpyBinaryKernel()
+        def is_node_supported(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
+            if node.op == "ADD" and node.options.get("fused_activation_function") in (None, "NONE"):
+                shapes = {subgraph.tensors[i].shape for i in node.inputs}
+                return None if len(shapes) == 1 else "broadcast"
+            return super().is_node_supported(node, subgraph)
+
+        def create_kernel(self) -> DelegateKernel:
+            return _NumpyBinaryKernel()
 
 
 def test_a_correct_numpy_conv_passes_every_conv_case() -> None:

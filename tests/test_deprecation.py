@@ -174,3 +174,112 @@ def test_changelog_lists_every_deprecation():
     for entry in DEPRECATIONS.values():
         assert entry.old.lower() in deprecated, entry.old
         assert entry.removal in deprecated, entry.key
+
+
+# -- public surface that was public by accident (issue 38, item 6) -----------------------------
+
+
+def _yes_caps(*ops: OpCapability) -> offload.Capabilities:
+    yes = offload.ModelTypeSupport(support="yes")
+    return offload.Capabilities(
+        ops=ops,
+        model_types={t: yes for t in ("float32", "float16", "dynamic_range", "int8", "qat")},
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "new"),
+    [
+        ("offload.cache", "MAGIC", "CacheDir and EntryStore"),
+        ("offload.cache", "KEY_FILE", "CacheDir and EntryStore"),
+        ("offload.cache", "MANIFEST_FILE", "CacheDir and EntryStore"),
+        ("offload.ops", "strided_slice_ranges", "offload.geometry.strided_slice_ranges"),
+    ],
+)
+def test_module_names_left_public_by_accident_still_resolve_with_a_warning(
+    module: str, name: str, new: str
+):
+    """The old module attributes give the same value, with one warning at the caller's line
+    naming the replacement and 0.3.0; they are out of __all__, so `import *` does not warn."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    assert name not in mod.__all__
+    with pytest.warns(DeprecationWarning, match=f"{name} is deprecated.*0.3.0; use {new}") as w:
+        value = getattr(mod, name)
+    assert len(w) == 1 and w[0].filename == __file__
+    if name == "strided_slice_ranges":
+        assert value is offload.geometry.strided_slice_ranges
+    else:
+        assert value == vars(mod)[f"_{name}"]
+    with pytest.raises(AttributeError):
+        mod.NO_SUCH_NAME  # noqa: B018  # the attribute access is the test
+
+
+def test_from_import_of_a_deprecated_name_warns_once():
+    """`from offload.ops import strided_slice_ranges` warns once, not for importlib's probe."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from offload.ops import strided_slice_ranges  # noqa: F401
+    assert [w.filename for w in caught if issubclass(w.category, DeprecationWarning)] == [__file__]
+
+
+def test_an_identity_override_still_keys_auto_with_a_warning_where_it_is_defined():
+    """A delegate written for 0.1 overrides identity(): warned once at its class, and
+    device_identity() (what auto's cache key reads) answers with it; a new delegate overrides
+    device_identity(), and calling the old identity() on it warns and answers the same."""
+    with pytest.warns(DeprecationWarning, match=r"Delegate.identity\(\).*device_identity") as w:
+
+        class Old(offload.Delegate):
+            name = "old_identity"
+            CAPABILITIES = _yes_caps()
+
+            def identity(self):
+                return {"device": "old", **super().identity()}
+
+    assert w[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Old().device_identity() == {"device": "old"}
+
+    class New(offload.Delegate):
+        name = "new_identity"
+        CAPABILITIES = _yes_caps()
+
+        def device_identity(self):
+            return {"device": "new"}
+
+    with pytest.warns(DeprecationWarning, match=r"Delegate.identity\(\) is deprecated"):
+        assert New().identity() == {"device": "new"}
+    assert offload.Delegate.device_identity(New()) == {}
+
+
+def test_an_is_node_supported_override_still_answers_with_a_warning():
+    """Overriding is_node_supported is warned at the class and still decides the plan;
+    check_node is the hook, called only for what the declaration takes."""
+    with pytest.warns(DeprecationWarning, match=r"overriding Delegate.is_node_supported\(\)"):
+
+        class Picky(offload.Delegate):
+            name = "picky"
+            CAPABILITIES = _yes_caps(OpCapability(op="FULLY_CONNECTED", constant_inputs=(1,)))
+
+            def is_node_supported(self, node, subgraph):
+                return "never" if node.op == "FULLY_CONNECTED" else None
+
+    model = offload.load_model(model_content=_fc_model())
+    assert Picky().is_node_supported(model.main.nodes[0], model.main) == "never"
+
+    class Checked(offload.Delegate):
+        name = "checked"
+        CAPABILITIES = _yes_caps(
+            OpCapability(op="FULLY_CONNECTED", constant_inputs=(1,)),
+        ).model_copy(update={"unsupported_ops": {"LSTM": "no LSTM here"}})
+        calls: list[str] = []
+
+        def check_node(self, node, subgraph):
+            self.calls.append(node.op)
+            return "weights too small"
+
+    checked = Checked()
+    assert checked.is_node_supported(model.main.nodes[0], model.main) == "weights too small"
+    assert checked.calls == ["FULLY_CONNECTED"]

@@ -25,17 +25,17 @@ CAPS = Capabilities(
 
 
 class _Runner(Delegate):
-    """Stands in for the litert delegate: records the library it was given."""
+    """Stands in for the litert delegate: records the library it was given. Its plugin
+    implements offload_native_library_delegate with :meth:`made_for`."""
 
     name = "runner"
     CAPABILITIES = CAPS
-    runs_native_delegates = True
     available = True
 
     @classmethod
-    def for_native_library(cls, path: str, options: Mapping[str, Any] | None = None) -> _Runner:
+    def made_for(cls, library: str, options: Mapping[str, Any]) -> _Runner:
         made = cls()
-        made.library = (path, dict(options or {}))
+        made.library = (library, dict(options))
         return made
 
     @classmethod
@@ -58,6 +58,10 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, type[Delega
         for name, cls in sorted(registry.items()):
             module = types.ModuleType(f"fake_native_{name}")
             module.offload_register_delegates = offload.hookimpl(lambda cls=cls: [cls])  # type: ignore[attr-defined]
+            if hasattr(cls, "made_for"):
+                module.offload_native_library_delegate = offload.hookimpl(  # type: ignore[attr-defined]
+                    lambda library, options, cls=cls: cls.made_for(library, options)
+                )
             monkeypatch.setitem(sys.modules, module.__name__, module)
             found.append(importlib.metadata.EntryPoint(name, module.__name__, "offload.delegates"))
         return found
@@ -140,3 +144,52 @@ def test_external_delegate_path_flag_routes_a_library(
     (choice,) = build_delegates(requested_delegates(args))
     assert choice.name == "runner"
     assert choice.delegate.library == ("libvendor.so", {"a": 1, "b": "x"})
+
+
+def test_a_delegate_written_for_0_1_still_runs_libraries_with_a_warning(
+    installed: dict[str, type[Delegate]],
+) -> None:
+    """A delegate class that sets runs_native_delegates and implements for_native_library
+    (offload 0.1's way) is warned once where it is defined, and still gets the library."""
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"runs_native_delegates.*removed in offload "
+        r"0\.3\.0.*offload_native_library_delegate",
+    ) as caught:
+
+        class _OldRunner(Delegate):
+            name = "old_runner"
+            CAPABILITIES = CAPS
+            runs_native_delegates = True
+
+            @classmethod
+            def for_native_library(
+                cls, path: str, options: Mapping[str, Any] | None = None
+            ) -> _OldRunner:
+                made = cls()
+                made.library = (path, dict(options or {}))
+                return made
+
+    assert caught[0].filename == __file__
+    installed.update(plain=_Plain, old_runner=_OldRunner)
+    delegate = offload.load_delegate("libvendor.so", {"level": 2})
+    assert isinstance(delegate, _OldRunner)
+    assert delegate.library == ("libvendor.so", {"level": 2})
+
+
+def test_the_hook_wins_over_a_deprecated_runner(installed: dict[str, type[Delegate]]) -> None:
+    """Where a plugin's hook answers, a class still declaring runs_native_delegates is not
+    asked."""
+    with pytest.warns(DeprecationWarning):
+
+        class _OldRunner(Delegate):
+            name = "aa_old_runner"
+            CAPABILITIES = CAPS
+            runs_native_delegates = True
+
+            @classmethod
+            def for_native_library(cls, path: str, options: Any = None) -> Delegate:
+                raise AssertionError("the hook answered first")
+
+    installed.update(aa_old_runner=_OldRunner, runner=_Runner)
+    assert isinstance(offload.load_delegate("libvendor.so"), _Runner)

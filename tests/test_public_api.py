@@ -170,7 +170,7 @@ def test_output_shapes_raises_a_typed_error_naming_the_node():
 def test_strided_slice_ranges_resolve_masks_and_clamping_as_the_reference():
     """strided_slice_ranges gives the positions read per axis, clamped as LiteRT clamps; their
     lengths are the output shape output_shapes computes, and their values the slice run()."""
-    from offload.ops import strided_slice_ranges
+    from offload.geometry import strided_slice_ranges
 
     x = np.arange(4 * 5 * 6).reshape(4, 5, 6)
     options = {"begin_mask": 0b100, "end_mask": 0, "shrink_axis_mask": 0b001}

@@ -499,7 +499,7 @@ def decision_key(
     identities: dict[str, Any] = {}
     for d in delegates:
         try:
-            identities[d.name] = {str(k): str(v) for k, v in dict(d.identity()).items()}
+            identities[d.name] = {str(k): str(v) for k, v in dict(d.device_identity()).items()}
         except Exception as exc:  # a probe that fails is a fact about this machine too
             identities[d.name] = {"identity_error": f"{type(exc).__name__}: {exc}"}
     sg = model.main

@@ -8,7 +8,7 @@ A decision is valid for one key, a dict of named fields:
 - ``devices``: OpenCL drivers registered (ICD files and the libraries they name, with size and
   modification time, so a driver upgrade shows), the variables that steer device choice, the
   NVIDIA driver's version where there is one, and each candidate delegate's own
-  :meth:`~offload.Delegate.identity` (its device and driver) and availability;
+  :meth:`~offload.Delegate.device_identity` (its device and driver) and availability;
 - ``versions``: offload, numpy, and per candidate delegate its version, its distribution's
   version and the installed version of every package that distribution requires (the
   engines: ai-edge-litert, openvino, pyopencl, PoCL);

@@ -354,6 +354,9 @@ class Capabilities(_Frozen):
     # runs, and what one partition costs to enter and leave, in units of one CPU node.
     expected_speedup: float = Field(default=1.0, gt=0)
     partition_overhead: float = Field(default=5.0, ge=0)
+    # Ops users ask about that this delegate does not declare, each with why: the planner
+    # gives that reason ("op LSTM is not supported: <why>") instead of the bare one.
+    unsupported_ops: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _complete(self) -> Capabilities:
@@ -367,6 +370,9 @@ class Capabilities(_Frozen):
             if cap.op in seen:
                 raise ValueError(f"op {cap.op} is declared twice")
             seen.add(cap.op)
+        both = sorted(seen & set(self.unsupported_ops))
+        if both:
+            raise ValueError(f"unsupported_ops names declared ops: {both}")
         return self
 
     def op(self, name: str) -> OpCapability | None:

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from offload._capabilities import Capabilities, check_node
+from offload._deprecation import deprecation, overrides, warn_deprecated
 from offload.errors import DelegateOptionsError
 
 if TYPE_CHECKING:
@@ -190,9 +191,21 @@ class Delegate:
     version: ClassVar[str] = "0"
     Options: ClassVar[type[DelegateOptions]] = DelegateOptions
     CAPABILITIES: ClassVar[Capabilities]
-    # Set by a delegate that hands its partitions to LiteRT and can have LiteRT apply a C
-    # delegate library (.so) to them; it implements for_native_library.
+    #: Deprecated: a delegate that has LiteRT apply C delegate libraries (.so) to its
+    #: partitions implements the hook ``offload_native_library_delegate`` instead.
     runs_native_delegates: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The deprecated ways to extend a delegate still work; the plugin's class line is
+        # told once what replaces them.
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if "identity" in vars(cls):
+            warn_deprecated(_IDENTITY, f"{where} overrides it")
+        if "is_node_supported" in vars(cls):
+            warn_deprecated(_IS_NODE_SUPPORTED, f"{where} overrides it")
+        if vars(cls).get("runs_native_delegates") or "for_native_library" in vars(cls):
+            warn_deprecated(_NATIVE_LIBRARIES, f"{where} sets or implements them")
 
     def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
         self.options = self.parse_options(options)
@@ -218,16 +231,10 @@ class Delegate:
 
     @classmethod
     def for_native_library(cls, path: str, options: Mapping[str, Any] | None = None) -> Delegate:
-        """This delegate, set to have LiteRT apply the C delegate library at ``path`` (with the
-        library's own ``options``) to the partitions it runs.
+        """Deprecated: implement the hook ``offload_native_library_delegate`` instead.
 
-        ``offload.load_delegate("x.so", options)`` and ``--external_delegate_path x.so`` come
-        here, to the installed delegate that sets ``runs_native_delegates`` (the ``litert``
-        delegate): a LiteRT C delegate is native code that only LiteRT can load. Required
-        when ``runs_native_delegates`` is set; options the library refuses raise
-        :class:`~offload.errors.DelegateOptionsError`. As LiteRT's ``load_delegate`` does,
-        make the library's delegate instance here, once, and share it with every partition
-        and interpreter the returned delegate is given, until the last of them lets go.
+        Still called, for an installed delegate whose class sets ``runs_native_delegates``,
+        when no plugin's hook answers for the library at ``path``.
         """
         raise NotImplementedError(f"{cls.__name__} does not run LiteRT C delegate libraries")
 
@@ -270,7 +277,7 @@ class Delegate:
         """What this delegate supports with its current options (defaults to CAPABILITIES)."""
         return self.CAPABILITIES
 
-    def identity(self) -> Mapping[str, str]:
+    def device_identity(self) -> Mapping[str, str]:
         """What this delegate's speed here depends on beyond its version and options: the
         device and driver it would run on (``{"device": "...", "driver": "..."}``).
 
@@ -281,7 +288,16 @@ class Delegate:
         OpenCL drivers registered, the GPU driver's version, every installed package the
         delegate's distribution requires).
         """
+        if overrides(type(self), Delegate, "identity"):
+            return self.identity()  # a delegate written before the rename (warned at import)
         return {}
+
+    def identity(self) -> Mapping[str, str]:
+        """Deprecated name of :meth:`device_identity`."""
+        if overrides(type(self), Delegate, "identity"):
+            return {}  # an old override's super().identity(): the default
+        warn_deprecated(_IDENTITY)
+        return self.device_identity()
 
     def model_type_reason(self, model: Model) -> str | None:
         """None if the delegate takes models of this type, else the one reason it does not."""
@@ -292,12 +308,28 @@ class Delegate:
         return None
 
     def check_node(self, node: Node, subgraph: Subgraph) -> str | None:
-        """Extra per-node constraints that capabilities cannot express. None means fine."""
+        """The constraints :attr:`capabilities` cannot express: None to take ``node``, else
+        the reason it stays on the CPU.
+
+        The one hook for "is this node supported?": called only for nodes the declaration
+        takes (op, version, dtypes, shapes, the declared options), so it checks only what is
+        particular to the delegate. Optional; the default takes every such node.
+        """
         return None
 
     def is_node_supported(self, node: Node, subgraph: Subgraph) -> str | None:
-        """None if this delegate takes ``node``, else the reason it does not."""
-        reason = check_node(self.capabilities.op(node.op), node, subgraph)
+        """None if this delegate takes ``node``, else the reason it does not: the question the
+        planner asks, answered by the declaration, then by :meth:`check_node`.
+
+        Ask it; do not override it (overriding it is deprecated): put a delegate's own limits
+        in :meth:`check_node`, and the reason for an op it does not take in
+        ``Capabilities.unsupported_ops``.
+        """
+        caps = self.capabilities
+        cap = caps.op(node.op)
+        if cap is None and not node.is_custom and node.op in caps.unsupported_ops:
+            return f"op {node.op} is not supported: {caps.unsupported_ops[node.op]}"
+        reason = check_node(cap, node, subgraph)
         if reason is None:
             reason = self.check_node(node, subgraph)
         return reason
@@ -308,6 +340,32 @@ class Delegate:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.options!r}>"
+
+
+_IDENTITY = deprecation(
+    "Delegate-identity",
+    old="Delegate.identity()",
+    new="Delegate.device_identity(), which says what it is: the device and driver that key "
+    "auto's stored decisions",
+    since="0.2.0",
+    removal="0.3.0",
+)
+_IS_NODE_SUPPORTED = deprecation(
+    "Delegate-is_node_supported-override",
+    old="overriding Delegate.is_node_supported()",
+    new="Delegate.check_node(), the one hook for what CAPABILITIES cannot say, and "
+    "Capabilities.unsupported_ops for the reason an op is not taken",
+    since="0.2.0",
+    removal="0.3.0",
+)
+_NATIVE_LIBRARIES = deprecation(
+    "Delegate-native-libraries",
+    old="Delegate.runs_native_delegates and Delegate.for_native_library()",
+    new="the hook offload_native_library_delegate(library, options), which returns the "
+    "delegate that has LiteRT apply the library",
+    since="0.2.0",
+    removal="0.3.0",
+)
 
 
 def _option_message(err: Mapping[str, Any]) -> str:

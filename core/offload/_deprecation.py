@@ -10,6 +10,7 @@ outlives its removal version) and listed in CHANGELOG.md under "Deprecated".
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import warnings
 from collections.abc import Callable
@@ -18,12 +19,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
+    "DEPRECATED_ATTRIBUTES",
     "DEPRECATIONS",
     "Deprecation",
+    "deprecated_attributes",
     "deprecation",
     "renamed_parameter",
     "warn_deprecated",
     "caller_stacklevel",
+    "overrides",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,6 +109,45 @@ def warn_deprecated(entry: Deprecation, detail: str = "", stacklevel: int | None
     """Warn about one use of ``entry``, pointing at the caller outside offload."""
     level = caller_stacklevel() if stacklevel is None else stacklevel + 1
     warnings.warn(entry.message(detail), DeprecationWarning, stacklevel=level)
+
+
+# Module name -> {old attribute name: its deprecation}: the names a public module still gives,
+# with a warning, after they left its ``__all__`` (the API snapshot lists them as deprecated).
+DEPRECATED_ATTRIBUTES: dict[str, dict[str, Deprecation]] = {}
+
+
+def deprecated_attributes(
+    module: str, aliases: dict[str, tuple[Deprecation, Callable[[], Any]]]
+) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that still gives each old name in ``aliases``, with a warning.
+
+    ``aliases`` maps an old name to its deprecation and a function returning its value (read
+    when asked, so the value is the module's current one)::
+
+        __getattr__ = deprecated_attributes(__name__, {"OLD": (_OLD, lambda: _NEW)})
+    """
+    DEPRECATED_ATTRIBUTES.setdefault(module, {}).update(
+        {name: entry for name, (entry, _) in aliases.items()}
+    )
+
+    def __getattr__(name: str) -> Any:
+        if name in aliases:
+            entry, value = aliases[name]
+            # ``from package import name`` asks twice: importlib's hasattr() probe, then the
+            # import itself. Warn once, for the import.
+            if sys._getframe(1).f_globals.get("__name__") != "importlib._bootstrap":
+                warn_deprecated(entry)
+            return value()
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+def overrides(cls: type, base: type, name: str) -> bool:
+    """Whether ``cls`` (a subclass of ``base``) defines ``name`` anew, itself or in between."""
+    missing = object()
+    found = inspect.getattr_static(cls, name, missing)
+    return found is not missing and found is not inspect.getattr_static(base, name, missing)
 
 
 def renamed_parameter(entry: Deprecation, old: str, new: str) -> Callable[[F], F]:

@@ -9,7 +9,6 @@ gives a delegate partition that fails back to the CPU.
 
 from __future__ import annotations
 
-import functools
 import math
 import shlex
 import threading
@@ -45,15 +44,9 @@ from offload.errors import (
     PartitionCostWarning,
 )
 from offload.ops import kernel_class
-from offload.ops._base import Shape
+from offload.ops._base import OpKernel, Shape
 
 __all__ = ["CompiledStep", "Executor"]
-
-
-def _shape_str(a: Any) -> str:
-    if a is None:
-        return "None"
-    return f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else type(a).__name__
 
 
 class CompiledStep:
@@ -125,7 +118,7 @@ class Executor:
         self.buffers: list[np.ndarray | None] = [None] * len(subgraph.tensors)
         self.plan: Plan | None = None
         self.compiled: list[CompiledStep] = []
-        self.cpu_kernels: dict[int, Any] = {}
+        self.cpu_kernels: dict[int, OpKernel] = {}
         # Outputs of nodes run once at planning time (see _fold_constants), by tensor index.
         self.folded: dict[int, np.ndarray] = {}
         self.folded_nodes: set[int] = set()
@@ -189,21 +182,19 @@ class Executor:
             self.plan = self._make_plan()
         return self.plan
 
-    def _cpu_kernel(self, node_index: int) -> Any:
+    def _cpu_kernel(self, node_index: int) -> OpKernel:
+        """The node's CPU kernel (set-up failures name the node: OpKernel), holding its
+        outputs to the shapes held for their tensors now."""
+        node = self.subgraph.nodes[node_index]
         kernel = self.cpu_kernels.get(node_index)
         if kernel is None:
-            node = self.subgraph.nodes[node_index]
-            cls = kernel_class(node)
-            try:
-                kernel = cls(node, self.subgraph, self.folded)
-            except OffloadError:
-                raise
-            except Exception as exc:
-                raise OpExecutionError(
-                    f"{node.describe()} could not be set up: {type(exc).__name__}: {exc} "
-                    f"(inputs: {self._describe_inputs(node.inputs)})"
-                ) from exc
-            self.cpu_kernels[node_index] = kernel
+            kernel = self.cpu_kernels[node_index] = kernel_class(node)(
+                node, self.subgraph, self.folded
+            )
+        runtime_shaped = self._runtime_shaped()
+        kernel.expect_outputs(
+            [None if t < 0 or t in runtime_shaped else self.shapes[t] for t in node.outputs]
+        )
         return kernel
 
     def state_inputs(self, nodes: Sequence[int]) -> set[int]:
@@ -218,12 +209,6 @@ class Executor:
             written.update(node.inputs[k] for k in positions if k < len(node.inputs))
         written.discard(-1)
         return written
-
-    def _describe_inputs(self, tensors: Sequence[int]) -> str:
-        sg = self.subgraph
-        return ", ".join(
-            "omitted" if t < 0 else f"{sg.tensors[t].dtype}{list(self.shapes[t])}" for t in tensors
-        )
 
     # -- shapes -----------------------------------------------------------------------------
 
@@ -255,6 +240,9 @@ class Executor:
             start[i] = self.shapes[i]
         propagated = propagate_shapes(sg, start, self._constant_of, self.max_tensor_bytes)
         self.shapes = propagated.shapes
+        # What _runtime_shaped would compute again for these input shapes; the CPU kernels
+        # are told it at every allocate (see _cpu_kernel).
+        self._unknown_at = (tuple(self.shapes[i] for i in sg.inputs), propagated.unknown)
         self.value_shaped = propagated.value_shaped
         self.scratch = propagated.scratch
 
@@ -322,14 +310,10 @@ class Executor:
             args = [self.folded.get(i, self.buffers[i]) if i >= 0 else None for i in node.inputs]
             try:
                 result = kernel.run(*args)
-                values = [result] if isinstance(result, np.ndarray) else list(result)
-            except OffloadError:
+            except OpExecutionError as exc:
+                exc.add_note("while folding constants at allocate_tensors")
                 raise
-            except Exception as exc:
-                raise OpExecutionError(
-                    f"{node.describe()} failed while folding constants at allocate_tensors: "
-                    f"{type(exc).__name__}: {exc} (inputs: {self._describe_inputs(node.inputs)})"
-                ) from exc
+            values = [result] if isinstance(result, np.ndarray) else list(result)
             for t, value in zip(node.outputs, values):
                 self.folded[t] = np.array(value, copy=True)
             self.folded_nodes.add(node.index)
@@ -395,18 +379,13 @@ class Executor:
                 if n in self.folded_nodes:
                     continue
                 node = sg.nodes[n]
-                kernel = self._cpu_kernel(n)
-                run = kernel.run
+                cpu = self._cpu_kernel(n)
+                run = cpu.run
                 if n in self.value_shaped and self.max_tensor_bytes is not None:
-                    run = budgeted(node, kernel, sg.tensors, self.max_tensor_bytes)
+                    run = budgeted(node, cpu, sg.tensors, self.max_tensor_bytes)
                 compiled.append(
                     CompiledStep(
-                        run,
-                        node.inputs,
-                        node.outputs,
-                        Step("cpu", n),
-                        node.describe(),
-                        kernel,
+                        run, node.inputs, node.outputs, Step("cpu", n), node.describe(), cpu
                     )
                 )
         keep = self._assign_liveness(compiled)
@@ -536,7 +515,9 @@ class Executor:
         for cs in compiled:
             view = views.get(cs.outputs[0]) if cs.kernel is not None and cs.single else None
             if view is not None:
-                cs.run = functools.partial(cs.kernel.run, out=view)
+                # Held by the kernel rather than bound into cs.run with functools.partial:
+                # OpKernel.run then passes it on without building keyword arguments twice.
+                cs.kernel.expect_outputs([view.shape], out=view)
 
     def _assign_liveness(self, compiled: list[CompiledStep]) -> set[int]:
         """Release each intermediate after its last use; returns the tensors always kept."""
@@ -655,19 +636,14 @@ class Executor:
                     profile.setdefault(pos, []).append(time.perf_counter() - start)
                 if cs.kernel is None:
                     values = self._checked_partition_outputs(cs, result)
-                elif cs.single:
-                    values = [result if isinstance(result, np.ndarray) else result[0]]
+                elif cs.single:  # OpKernel.run checked it, and gives one output as its array
+                    values = [result]
                 else:
-                    values = list(result)
+                    values = result
             except Exception as exc:
                 if cs.kernel is None:  # a delegate partition: its own policy
                     raise _PartitionFailed(pos, cs, exc) from exc
-                if isinstance(exc, OffloadError):
-                    raise
-                shapes = ", ".join(_shape_str(a) for a in args)
-                raise OpExecutionError(
-                    f"{cs.label} failed: {type(exc).__name__}: {exc} (inputs: {shapes})"
-                ) from exc
+                raise  # OpKernel.run named the node
             for t, value in zip(cs.outputs, values):
                 if t >= 0:
                     bufs[t] = value
@@ -744,9 +720,10 @@ class Executor:
         (:func:`~offload._shape_pass.propagate_shapes`' ``unknown``: outputs of ops whose
         shapes depend on values or that have no shape rule, and all computed from them).
 
-        Asked only when a delegate's output differs from the shape held for it, and kept for
-        these input shapes: it is the pass allocate_tensors makes once more (0.2-3 ms on the
-        public models), which the hot path does not pay.
+        Kept for these input shapes, from allocate_tensors' own pass (the CPU kernels hold
+        their outputs to the other tensors' shapes); computed again (0.2-3 ms on the public
+        models) only when a delegate's output differs from the shape held for it after the
+        input shapes changed, which the hot path does not pay.
         """
         sg = self.subgraph
         key = tuple(self.shapes[i] for i in sg.inputs)

@@ -29,9 +29,9 @@ Policy (tested in tests/test_plugins.py):
 * ``load_delegate("path/to/file.py" | "package.module")`` loads a delegate that is not
   installed, like LiteRT's ``--external_delegate_path``, with the same hook checks.
 * ``load_delegate("path/to/libdelegate.so", options)``: a LiteRT C delegate library is native
-  code that only LiteRT loads. It goes to the installed delegate that declares
-  ``runs_native_delegates`` (``litert``, from offload-litert), which has LiteRT apply it to the
-  partitions it runs; without one, the error says what to install.
+  code that only LiteRT loads. It goes to the delegate a plugin's
+  ``offload_native_library_delegate`` hook returns (``litert``, from offload-litert), which
+  has LiteRT apply it to the partitions it runs; without one, the error says what to install.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ __all__ = [
     "delegate_providers",
     "call_hook",
     "is_native_library",
-    "native_delegate_class",
+    "native_library_delegate",
 ]
 
 ENTRY_POINT_GROUP = "offload.delegates"
@@ -261,15 +261,21 @@ def register_checked(pm: pluggy.PluginManager, obj: Any, name: str) -> None:
         ) from exc
 
 
-def call_hook(pm: pluggy.PluginManager, plugin: str, hook: str, **kwargs: Any) -> list[Any]:
+def call_hook(
+    pm: pluggy.PluginManager, plugin: str, hook: str, *, lists: bool = True, **kwargs: Any
+) -> list[Any]:
     """The results of ``hook`` from plugin ``plugin`` alone, called through pluggy.
 
     The one way offload calls a hook: per plugin, so that results are attributed to it and an
-    exception is that plugin's alone. Each result that is a list or tuple is flattened.
+    exception is that plugin's alone. Each result, a list or tuple, is flattened; with
+    ``lists=False`` (a hook that returns one object) the results are returned as they are,
+    None left out.
     """
     obj = pm.get_plugin(plugin)
     others = [p for p in pm.get_plugins() if p is not obj]
     results = pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)
+    if not lists:
+        return list(results)
     flat: list[Any] = []
     for result in results:
         if isinstance(result, (list, tuple)):
@@ -542,18 +548,53 @@ def is_native_library(name: str) -> bool:
     return base.endswith(_NATIVE_SUFFIXES) or ".so." in base
 
 
-def native_delegate_class(library: str) -> type[Delegate]:
-    """The installed delegate that has LiteRT apply C delegate libraries to its partitions.
+def native_library_delegate(
+    library: str, options: Mapping[str, Any] | None = None, *, allow_unavailable: bool = False
+) -> Delegate:
+    """The delegate that has LiteRT apply the C delegate library ``library`` (with the
+    library's own ``options``) to the partitions it runs.
 
-    Raises :class:`PluginError` saying what to install when there is none.
+    Each loaded plugin's ``offload_native_library_delegate`` hook is asked, by plugin name,
+    and the first delegate that can run here is taken; after them, an installed delegate
+    class that sets the deprecated ``runs_native_delegates``. Raises
+    :class:`DelegateUnavailableError` with the reason when none of those can run here (with
+    ``allow_unavailable``, the first is returned instead), and :class:`PluginError` saying
+    what to install when there is none.
     """
     reg = plugin_manager()
-    runners = sorted(
-        (r for r in reg.delegates.values() if r.cls.runs_native_delegates),
-        key=lambda r: (not r.availability.available, r.name),
-    )
-    if runners:
-        return runners[0].cls
+    given = dict(options or {})
+    # The answers that cannot run here: a hook's delegate, or a deprecated runner class.
+    unavailable: list[tuple[Availability, Delegate | type[Delegate]]] = []
+    hook = "offload_native_library_delegate"
+    for record in sorted(reg.plugins.values(), key=lambda r: r.name):
+        if record.status != "loaded":
+            continue
+        answers = call_hook(reg.pm, record.name, hook, lists=False, library=library, options=given)
+        for found in answers:
+            if not isinstance(found, Delegate):
+                raise PluginError(
+                    f"plugin {record.name!r}: hook {hook} returned {found!r}, expected an "
+                    "offload.Delegate or None"
+                )
+            availability = _availability(type(found))
+            if availability.available:
+                return found
+            unavailable.append((availability, found))
+    for rec in sorted(reg.delegates.values(), key=lambda r: r.name):
+        if rec.cls.runs_native_delegates:  # deprecated: warned when the class was defined
+            if rec.availability.available:
+                return rec.cls.for_native_library(library, given)
+            unavailable.append((rec.availability, rec.cls))
+    if unavailable:
+        availability, first = unavailable[0]
+        if allow_unavailable:
+            return (
+                first if isinstance(first, Delegate) else first.for_native_library(library, given)
+            )
+        raise DelegateUnavailableError(
+            f"delegate {first.name!r}, which applies LiteRT C delegate libraries such as "
+            f"{library!r}, is installed but unavailable here: {availability.reason}"
+        )
     failed = [
         f"{p.name} ({p.status}: {p.error})"
         for p in reg.plugins.values()
@@ -592,19 +633,12 @@ def load_delegate(
     """
     name = library
     if name not in plugin_manager().delegates and is_native_library(name):
-        native = native_delegate_class(name)
-        availability = _availability(native)
-        if not availability.available:
-            raise DelegateUnavailableError(
-                f"delegate {native.name!r}, which applies LiteRT C delegate libraries such as "
-                f"{name!r}, is installed but unavailable here: {availability.reason}"
-            )
         if isinstance(options, DelegateOptions):
             raise DelegateOptionsError(
                 f"options for the LiteRT C delegate library {name!r} are the library's own "
                 f"(a mapping of names to values), found {type(options).__name__}"
             )
-        return native.for_native_library(name, options)
+        return native_library_delegate(name, options)
     if name in plugin_manager().delegates:
         cls = delegate_class(name)
     elif name.endswith(".py") or "/" in name or os.sep in name or "." in name:

@@ -30,7 +30,7 @@ The rules, each for a way a cache has been used against its users:
   symlink is refused. ``fstat`` must show a regular file, owned by us, no larger than the
   kind's limit. Reads never go past the size ``fstat`` reported.
 - **Integrity.** Every entry carries an HMAC-SHA256 under a random 32-byte key kept in the
-  cache directory as :data:`KEY_FILE`. That file is created atomically (``link(2)`` of a
+  cache directory as ``.offload-key``. That file is created atomically (``link(2)`` of a
   finished 0600 file) and must be a regular 0600 file owned by us; otherwise the cache is
   refused. An altered or forged entry fails the HMAC even if its checksums were recomputed.
   The HMAC is taken over the SHA-256 of each 4 MiB piece of the entry, so that a large entry
@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from offload._deprecation import deprecated_attributes, deprecation
 from offload.errors import CacheError
 
 __all__ = [
@@ -81,24 +82,21 @@ __all__ = [
     "CACHE_DIR_ENV",
     "CacheWarning",
     "EntryStore",
-    "KEY_FILE",
-    "MAGIC",
-    "MANIFEST_FILE",
     "default_location",
 ]
 
-MAGIC = b"OFFLOAD-CACHE 3\n"
+_MAGIC = b"OFFLOAD-CACHE 3\n"
 # What every format's magic line starts with: an entry of another format is stale, not forged.
 _MAGIC_PREFIX = b"OFFLOAD-CACHE "
-KEY_FILE = ".offload-key"
-MANIFEST_FILE = ".offload-manifest"
+_KEY_FILE = ".offload-key"
+_MANIFEST_FILE = ".offload-manifest"
 KEY_BYTES = 32
 
 _TAG_LEN = 64  # hex HMAC-SHA256
 _HEADER_MAX = 64 * 1024  # the JSON header line; ours are a few hundred bytes
-_OVERHEAD = len(MAGIC) + _TAG_LEN + 1 + _HEADER_MAX + 1
+_OVERHEAD = len(_MAGIC) + _TAG_LEN + 1 + _HEADER_MAX + 1
 # The sealed region (header line and payload) starts right after the tag line.
-_REGION = len(MAGIC) + _TAG_LEN + 1
+_REGION = len(_MAGIC) + _TAG_LEN + 1
 _PIECE = 4 << 20
 # Entries of fewer pieces are hashed on the calling thread: threads cost more than they save.
 _PARALLEL_PIECES = 4
@@ -310,17 +308,17 @@ def _close_dir(fd: int, scratch: set[str]) -> None:
 
 
 def _read_key(dir_fd: int) -> bytes | None:
-    opened = _open_regular(dir_fd, KEY_FILE, KEY_BYTES)
+    opened = _open_regular(dir_fd, _KEY_FILE, KEY_BYTES)
     if opened is None:
         return None
     fd, _ = opened
     with os.fdopen(fd, "rb") as f:
         mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
         if mode != 0o600:
-            raise _Rejected(f"{KEY_FILE} has mode {mode:#o}, not 0o600")
+            raise _Rejected(f"{_KEY_FILE} has mode {mode:#o}, not 0o600")
         key = f.read(KEY_BYTES + 1)
     if len(key) != KEY_BYTES:
-        raise _Rejected(f"{KEY_FILE} holds {len(key)} bytes, not {KEY_BYTES}")
+        raise _Rejected(f"{_KEY_FILE} holds {len(key)} bytes, not {KEY_BYTES}")
     return key
 
 
@@ -340,17 +338,17 @@ def _key_of(dir_fd: int) -> bytes:
         try:
             # link(2) publishes a finished file and fails if a key exists: when two processes
             # race, both end up with the first one's key instead of overwriting each other.
-            os.link(tmp, KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.link(tmp, _KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except FileExistsError:
             pass
         except OSError:  # a file system without hard links: rename, unless a key appeared
             if _read_key(dir_fd) is None:
-                os.rename(tmp, KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                os.rename(tmp, _KEY_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     finally:
         _remove(dir_fd, tmp)
     key = _read_key(dir_fd)
     if key is None:
-        raise _Rejected(f"{KEY_FILE} vanished right after being created")
+        raise _Rejected(f"{_KEY_FILE} vanished right after being created")
     return key
 
 
@@ -400,7 +398,7 @@ class _Read:
 
 
 def _tag(key: bytes, pieces: bytes) -> bytes:
-    return hmac.new(key, MAGIC + pieces, hashlib.sha256).hexdigest().encode()
+    return hmac.new(key, _MAGIC + pieces, hashlib.sha256).hexdigest().encode()
 
 
 def _seal(key: bytes, header: dict[str, Any], payload: bytes) -> tuple[bytes, ...]:
@@ -410,7 +408,7 @@ def _seal(key: bytes, header: dict[str, Any], payload: bytes) -> tuple[bytes, ..
     rest = memoryview(payload)[split:]
     digests = _sha256(memoryview(b"".join((head, b"\n", payload[:split]))))
     digests += _Pieces(len(rest), 0).digests(rest)
-    return MAGIC, _tag(key, digests), b"\n", head, b"\n", payload
+    return _MAGIC, _tag(key, digests), b"\n", head, b"\n", payload
 
 
 def _unseal(key: bytes, read: _Read) -> tuple[dict[str, Any], int]:
@@ -419,22 +417,22 @@ def _unseal(key: bytes, read: _Read) -> tuple[dict[str, Any], int]:
     blob = read.data
     pieces = read.pieces or _Pieces(len(blob) - _REGION, _REGION)
     try:
-        if not blob.startswith(MAGIC):
+        if not blob.startswith(_MAGIC):
             if blob.startswith(_MAGIC_PREFIX):
                 found = bytes(blob[len(_MAGIC_PREFIX) : blob.find(b"\n", 0, 32)])
                 raise _Rejected(
                     f"written in cache format {found.decode(errors='replace')!r} by another "
-                    f"offload, this one reads format {MAGIC[len(_MAGIC_PREFIX) :].strip().decode()}"
+                    f"offload, this one reads format {_MAGIC.decode().split()[-1]}"
                 )
             raise _Rejected("not a cache entry (bad magic line)")
-        tag_end = len(MAGIC) + _TAG_LEN
+        tag_end = len(_MAGIC) + _TAG_LEN
         head_end = blob.find(b"\n", tag_end + 1, tag_end + 2 + _HEADER_MAX)
         if blob[tag_end : tag_end + 1] != b"\n" or head_end < 0:
             raise _Rejected("unreadable entry (truncated or not ours)")
         tag = _tag(key, pieces.digests(memoryview(blob)))
     finally:
         pieces.cancel()
-    if not hmac.compare_digest(tag, blob[len(MAGIC) : tag_end]):
+    if not hmac.compare_digest(tag, blob[len(_MAGIC) : tag_end]):
         raise _Rejected("HMAC mismatch: the entry was altered, forged or damaged")
     try:
         header = json.loads(blob[tag_end + 1 : head_end])
@@ -458,7 +456,7 @@ def _scan_tree(root_fd: int, limit: int) -> dict[str, Any]:
         with os.scandir(fd) as it:
             names = sorted(entry.name for entry in it)
         for name in names:
-            if not prefix and name in (KEY_FILE, MANIFEST_FILE):
+            if not prefix and name in (_KEY_FILE, _MANIFEST_FILE):
                 continue
             rel = prefix + name
             if len(files) + len(dirs) >= _TREE_MAX_ITEMS:
@@ -566,7 +564,7 @@ class CacheDir:
             except (_Rejected, OSError) as exc:
                 raise CacheError(
                     f"cache directory {self.path}: key file refused: {exc}; delete "
-                    f"{self.path / KEY_FILE} to start afresh (every entry is then rebuilt)"
+                    f"{self.path / _KEY_FILE} to start afresh (every entry is then rebuilt)"
                 ) from None
         return self._key
 
@@ -769,7 +767,7 @@ class EntryStore:
                 if stat.S_IMODE(info.st_mode) & 0o077:
                     raise _Rejected(f"{name} has mode {stat.S_IMODE(info.st_mode):#o}, not 0o700")
                 key_bytes = _read_key(fd)
-                sealed = _read_regular(fd, MANIFEST_FILE, _MANIFEST_MAX)
+                sealed = _read_regular(fd, _MANIFEST_FILE, _MANIFEST_MAX)
                 if key_bytes is None or sealed is None:
                     raise _Rejected(f"{name} has no key or no manifest (unfinished or damaged)")
                 header, offset = _unseal(key_bytes, sealed)
@@ -795,7 +793,7 @@ class EntryStore:
         link or FIFO among its files, a write error), a warning says why and the path of the
         uncommitted tree is returned instead; it lasts as long as the :class:`CacheDir`.
         Errors raised by ``build`` propagate, and its partial tree is deleted. The names
-        :data:`KEY_FILE` and :data:`MANIFEST_FILE` at the top of the tree are reserved.
+        ``.offload-key`` and ``.offload-manifest`` at the top of the tree are reserved.
         """
         limit = self._limit(kind)
         name = self.name(key, kind)
@@ -817,7 +815,7 @@ class EntryStore:
             try:
                 manifest = _scan_tree(fd, limit)
                 payload = json.dumps(manifest, sort_keys=True).encode()
-                _write_new(fd, MANIFEST_FILE, _seal(_key_of(fd), self._header(key, kind), payload))
+                _write_new(fd, _MANIFEST_FILE, _seal(_key_of(fd), self._header(key, kind), payload))
             except (_Rejected, OSError) as exc:
                 self._warn(f"cannot record {name}: {exc}; using an uncached copy")
                 return self.directory.path / scratch
@@ -844,3 +842,28 @@ class EntryStore:
     def _forget(self, scratch: str) -> None:
         self.directory._scratch.discard(scratch)
         _remove(self.directory.fd, scratch)
+
+
+# The format's magic line and the names of the key and manifest files were public by accident:
+# they are the cache's own business (a delegate stores entries through EntryStore and
+# CacheDir, and a format change is said by the magic line, not by callers reading it).
+__getattr__ = deprecated_attributes(
+    __name__,
+    {
+        name: (
+            deprecation(
+                f"cache-{name}",
+                old=f"offload.cache.{name}",
+                new=f"CacheDir and EntryStore, which keep the cache's {what} to themselves",
+                since="0.2.0",
+                removal="0.3.0",
+            ),
+            lambda value=value: value,  # type: ignore[misc]  # bound now, read when asked
+        )
+        for name, what, value in (
+            ("MAGIC", "format", _MAGIC),
+            ("KEY_FILE", "key file", _KEY_FILE),
+            ("MANIFEST_FILE", "manifest file", _MANIFEST_FILE),
+        )
+    },
+)

@@ -1,4 +1,5 @@
-"""Padding and window geometry as LiteRT computes it, for convolutions and pools.
+"""Padding and window geometry as LiteRT computes it, for convolutions and pools, and the
+positions a STRIDED_SLICE reads (:func:`strided_slice_ranges`).
 
 TFLite's ``ComputePaddingHeightWidth``: SAME gives ``ceil(size / stride)`` outputs and pads
 the odd pixel after, never before; VALID gives the outputs that fit the dilated filter (and an
@@ -13,7 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Geometry", "geometry", "output_size", "window_geometry", "window_options"]
+from offload.ops.strided_slice import strided_slice_ranges
+
+__all__ = [
+    "Geometry",
+    "geometry",
+    "output_size",
+    "strided_slice_ranges",
+    "window_geometry",
+    "window_options",
+]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ import pluggy
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
+    from typing import Any
 
     from offload._delegate import Delegate
     from offload._providers import DelegateProvider
@@ -46,6 +48,30 @@ def offload_register_delegates() -> list[type[Delegate]]:
     valid is reported with the plugin's name, the op and the field.
 
     :return: a list of :class:`offload.Delegate` subclasses.
+    """
+
+
+@hookspec
+def offload_native_library_delegate(library: str, options: Mapping[str, Any]) -> Delegate | None:
+    """Return a delegate that has LiteRT apply the C delegate library ``library`` to the
+    partitions it runs, or None where this plugin runs no such libraries.
+
+    ``offload.load_delegate("x.so", options)`` and ``--external_delegate_path x.so`` come
+    here: a LiteRT C delegate (``.so``, ``.dylib``, ``.dll``) is native code that only LiteRT
+    loads, so offload hands it to a delegate that runs its partitions in LiteRT (the ``litert``
+    delegate of offload-litert). Options the library refuses raise
+    :class:`~offload.errors.DelegateOptionsError`. As LiteRT's ``load_delegate`` does, make
+    the library's delegate instance here, once, and share it with every partition and
+    interpreter the returned delegate is given, until the last of them lets go.
+
+    Return the delegate even where it cannot run here (build it without touching the engine,
+    as any delegate builds without its hardware): offload asks its class's ``availability()``
+    and raises :class:`~offload.errors.DelegateUnavailableError` with the reason, or plans
+    with it where only the plan is wanted.
+
+    :param library: the library, as the user named it (a path or a file name).
+    :param options: the library's own options, names to values.
+    :return: a configured :class:`offload.Delegate`, or None.
     """
 
 

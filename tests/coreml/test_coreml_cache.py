@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 import offload
-from offload.cache import MAGIC, MANIFEST_FILE, CacheWarning
+from offload.cache import _MAGIC as MAGIC
+from offload.cache import _MANIFEST_FILE as MANIFEST_FILE
+from offload.cache import CacheWarning
 from offload.errors import CacheError
 from offload.model.builder import ModelBuilder
 from offload_coreml._cache import ProgramCache, partition_key

@@ -19,7 +19,9 @@ import pytest
 from opencl_support import face_models, random_inputs
 
 import offload
-from offload.cache import KEY_FILE, MAGIC, CacheWarning
+from offload.cache import _KEY_FILE as KEY_FILE
+from offload.cache import _MAGIC as MAGIC
+from offload.cache import CacheWarning
 from offload.errors import CacheError, DelegateError
 from offload.model.builder import ModelBuilder
 from offload_gpu_opencl._cache import SerializationCache

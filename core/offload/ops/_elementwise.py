@@ -155,7 +155,7 @@ class BinaryOp(OpKernel):
             and self.dtype.kind == "f"
             and (isinstance(fn, np.ufunc) or getattr(fn, "takes_out", False))
             and type(self).compute is BinaryOp.compute
-            and type(self).run is BinaryOp.run
+            and type(self)._run is BinaryOp._run
         )
 
     def quantized(self) -> QuantizedFn | None:
@@ -188,7 +188,7 @@ class BinaryOp(OpKernel):
             return type(self).fn(a, b, out=out)
         return np.asarray(self.compute(a, b))
 
-    def run(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self._quantized is not None:
             # np.asarray: fixed-point arithmetic on 0-d arrays gives numpy scalars, and a
             # rank-0 output must be an array for the executor.
@@ -329,7 +329,7 @@ class UnaryOp(OpKernel):
             and self.inputs[0] is not None
             and self.inputs[0].dtype == self.dtype
             and (isinstance(fn, np.ufunc) or getattr(fn, "takes_out", False))
-            and type(self).run is UnaryOp.run
+            and type(self)._run is UnaryOp._run
         )
 
     def quantized(self) -> QuantizedFn | None:
@@ -348,7 +348,7 @@ class UnaryOp(OpKernel):
             return lambda x: int16_lut_lookup(table, x)
         return Lut(lut_from_float(fn, in_t.quantization, out_t.quantization, self.dtype))
 
-    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self._quantized is not None:
             # np.asarray: as in BinaryOp.run, a rank-0 output must be an array.
             return np.asarray(self._quantized(x))

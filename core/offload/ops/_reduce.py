@@ -177,7 +177,7 @@ class ReduceKernel(OpKernel):
         """The neutral element written when the reduced input is empty."""
         return 0
 
-    def run(self, x: np.ndarray, axis: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, axis: np.ndarray | None = None) -> np.ndarray:
         axes = (
             self.axes
             if self.axes is not None

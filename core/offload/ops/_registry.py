@@ -32,7 +32,9 @@ __all__ = [
 # What a shape rule raises on inputs that cannot be valid for its op (see OpKernel.output_shapes).
 _INVALID = (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError)
 
-# The op modules of the CPU reference, one per TFLite builtin op (module name = op name, lower).
+# The op modules of the CPU reference, one per TFLite builtin op (module name = op name, lower):
+# every module of this package without a leading underscore, which
+# tests/ops/test_op_registry.py holds this list to (a module left out has no kernel, silently).
 OP_MODULES: tuple[str, ...] = (
     "abs",
     "add",

@@ -1,7 +1,7 @@
 """Shared helpers of the shape and data-movement kernels (RESHAPE, PAD, STRIDED_SLICE, ...).
 
 Shape-like inputs (new shapes, axes, paddings, begin/end) may be computed at run time, so the
-kernels read them from ``run()``'s arguments; these helpers turn them into Python ints.
+kernels read them from ``_run()``'s arguments; these helpers turn them into Python ints.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ class AddN(OpKernel):
         )
         return [shapes[0]]
 
-    def run(self, *xs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *xs: np.ndarray | None) -> np.ndarray:
         dtype = self.outputs[0].dtype
         total = np.array(xs[0], dtype=dtype, copy=True)
         with np.errstate(over="ignore", invalid="ignore"):

@@ -39,6 +39,6 @@ class ArgMax(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return arg_output_shapes(ctx)
 
-    def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         # np.asarray: numpy gives a scalar, not an array, when x is 1-D.
         return np.asarray(np.argmax(x, axis=arg_axis(axis, x.ndim)), self.outputs[0].dtype)

@@ -25,7 +25,7 @@ class AveragePool2D(PoolKernel):
     max_version = 3
     types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16")
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")
         floating = np.issubdtype(x.dtype, np.floating)
         acc_dtype: type[np.floating] = np.float32

@@ -96,7 +96,7 @@ class BatchMatMul(OpKernel):
             zp = 0  # the int8 -> int32 kernel ignores zero points
         return np.ascontiguousarray(rhs, np.float64) - zp
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         lhs = self.required(inputs[0], "input 0")
         rhs = self.rhs if self.rhs is not None else self._rhs(self.required(inputs[1], "input 1"))
         if self.adj_x:

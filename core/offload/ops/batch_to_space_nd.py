@@ -63,7 +63,7 @@ class BatchToSpaceNd(OpKernel):
             return [None]
         return [batch_to_space_shape(shape, int_list(block), int_list(crops))]
 
-    def run(self, x: np.ndarray, block_shape: np.ndarray, crops: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, block_shape: np.ndarray, crops: np.ndarray) -> np.ndarray:
         block = int_list(block_shape)
         m = len(block)
         cut = int_list(crops)

@@ -41,6 +41,6 @@ class BroadcastTo(OpKernel):
             return [None]
         return [broadcast_to_shape(ctx.shape(0), int_list(target))]
 
-    def run(self, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
         # A broadcast view has zero strides; copy so consumers see an ordinary array.
         return np.array(np.broadcast_to(x, broadcast_to_shape(x.shape, int_list(shape))))

@@ -29,7 +29,7 @@ class Cast(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [ctx.shape(0)]
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         dtype = self.outputs[0].dtype
         x = np.asarray(x)
         if x.dtype.kind == "c" and dtype.kind != "c":

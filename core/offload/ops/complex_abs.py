@@ -20,5 +20,5 @@ class ComplexAbs(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [ctx.shape(0)]
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         return np.abs(x).astype(self.outputs[0].dtype, copy=False)

@@ -59,7 +59,7 @@ class Concatenation(OpKernel):
                 self.rescale[i] = (s, np.float32(-zero_point(t)) * s)
         self.out_zero_point = zero_point(out)
 
-    def run(self, *xs: np.ndarray) -> np.ndarray:
+    def _run(self, *xs: np.ndarray) -> np.ndarray:
         dtype = self.outputs[0].dtype
         xs = tuple(x if r is None else self._requantize(x, *r) for x, r in zip(xs, self.rescale))
         axis = normalize_axis(int(self.options.get("axis", 0)), xs[0].ndim)

@@ -353,7 +353,7 @@ class Conv2D(OpKernel):
             self._bias_row = (out.shape, row)
         out.reshape(-1, out.shape[2] * out.shape[3])[...] += self._bias_row[1]
 
-    def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
         w = (

@@ -32,7 +32,7 @@ class Cumsum(OpKernel):
         self.exclusive = bool(self.options.get("exclusive", False))
         self.reverse = bool(self.options.get("reverse", False))
 
-    def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         a = normalize_axis(scalar_int(axis), x.ndim)
         data = np.flip(x, a) if self.reverse else x
         # np.cumsum accumulates sequentially in the input dtype, as TFLite's loop does.

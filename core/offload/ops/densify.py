@@ -98,5 +98,5 @@ class Densify(OpKernel):
         self.dense = densify(self.input_tensor(0))
         self.dense.flags.writeable = False
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         return self.dense

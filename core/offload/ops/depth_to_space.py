@@ -31,7 +31,7 @@ class DepthToSpace(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [depth_to_space_shape(ctx.shape(0), int(ctx.options.get("block_size", 0)))]
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         bs = int(self.options.block_size)
         n, h, w, c = depth_to_space_shape(x.shape, bs)
         tiles = x.reshape(n, h // bs, w // bs, bs, bs, c).transpose(0, 1, 3, 2, 4, 5)

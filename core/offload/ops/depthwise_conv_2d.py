@@ -507,7 +507,7 @@ class DepthwiseConv2D(OpKernel):
             if i:
                 acc += plan.scratch
 
-    def run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
         shape = tuple(x.shape)

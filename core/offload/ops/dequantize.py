@@ -74,7 +74,7 @@ class Dequantize(OpKernel):
             result[head:] = self._tail(flat[head:], scale, zp)
         return out.astype(self.dtype, copy=False)
 
-    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if self.cached is not None:
             # A variable output (an LSTM state initialised from a constant) is updated in place
             # by its consumer, so it must get a fresh writable copy, not the shared cache.

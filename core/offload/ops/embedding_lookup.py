@@ -44,7 +44,7 @@ class EmbeddingLookup(OpKernel):
             q = table.quantization
             self.scale = np.float32(1.0) if q is None else q.scale.astype(np.float32)
 
-    def run(self, ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+    def _run(self, ids: np.ndarray, table: np.ndarray) -> np.ndarray:
         lookup_shape(np.shape(ids), table.shape)
         ids = np.asarray(ids)
         if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):

@@ -30,5 +30,5 @@ class ExpandDims(OpKernel):
         axis = ctx.constant(1)
         return [None if axis is None else expanded_shape(shape, axis)]
 
-    def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         return x.reshape(expanded_shape(x.shape, axis))

@@ -37,5 +37,5 @@ class Fill(OpKernel):
         known = ctx.constant(0)
         return [None if known is None else fill_shape(known)]
 
-    def run(self, dims: np.ndarray, value: np.ndarray) -> np.ndarray:
+    def _run(self, dims: np.ndarray, value: np.ndarray) -> np.ndarray:
         return np.full(fill_shape(dims), value.reshape(-1)[0], dtype=self.outputs[0].dtype)

@@ -182,7 +182,7 @@ class FullyConnected(OpKernel):
             mat = mat - np.reshape(self.w_zp, (-1, 1))
         return np.ascontiguousarray(mat.T)
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
         w = (

@@ -43,7 +43,7 @@ class Gather(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [gather_shape(ctx.shape(0), ctx.shape(1), ctx.options)[2]]
 
-    def run(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
         axis, batch_dims, out_shape = gather_shape(x.shape, positions.shape, self.options)
         check_index_range(positions, x.shape[axis], "gather positions")
         if batch_dims == 0:

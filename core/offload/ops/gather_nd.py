@@ -38,7 +38,7 @@ class GatherNd(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [gather_nd_shape(ctx.shape(0), ctx.shape(1))]
 
-    def run(self, params: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    def _run(self, params: np.ndarray, indices: np.ndarray) -> np.ndarray:
         out_shape = gather_nd_shape(params.shape, indices.shape)
         for d in range(indices.shape[-1]):
             check_index_range(indices[..., d], params.shape[d], f"gather_nd index {d}")

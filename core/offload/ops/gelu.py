@@ -83,7 +83,7 @@ class Gelu(UnaryOp):
     def quantized(self) -> QuantizedFn:
         return self.float_lut(_gelu_tanh_table if self.approximate else _gelu_table)
 
-    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # ``out`` is UnaryOp's; never given here, as writes_into holds only for UnaryOp.run.
         # np.asarray: numpy answers a 0-d input with a scalar, and the executor needs an array.
         if self._quantized is not None:

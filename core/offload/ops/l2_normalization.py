@@ -35,7 +35,7 @@ class L2Normalization(OpKernel):
                 f"{self.outputs[0].type_name}; the quantized variant is not implemented yet"
             )
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         # LiteRT's loop adds the squares of each vector in order (numpy would pair them).
         squares = sequential(np.add, np.asarray(x * x, np.float32), (x.ndim - 1,))
         norm = np.maximum(np.sqrt(squares), _EPSILON)

@@ -15,7 +15,7 @@ class L2Pool2D(PoolKernel):
     max_version = 1
     types = accepts("FLOAT32")
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = np.asarray(inputs[0], np.float32)
         view, g = self.windows(x, 0)
         count = self.tap_counts(x.shape[1:3], g).astype(np.float32)

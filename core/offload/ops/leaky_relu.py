@@ -40,7 +40,7 @@ class LeakyRelu(UnaryOp):
 
         return Lut(lut_from_int(rule, self.dtype))
 
-    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # ``out`` is UnaryOp's; never given here, as writes_into holds only for UnaryOp.run.
         if self._quantized is not None:
             return self._quantized(x)

@@ -29,7 +29,7 @@ class LocalResponseNormalization(OpKernel):
         self.alpha = np.float32(self.options.alpha)
         self.beta = np.float32(self.options.beta)
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         depth = x.shape[-1]
         squares = np.square(x, dtype=np.float32)
         # Window sums from a zero-prefixed cumulative sum, clipped at the channel edges.

@@ -46,7 +46,7 @@ class LogSoftmax(OpKernel):
             self.out_scale = np.float32(so)
             self.table = np.exp(-self.in_scale * np.arange(256, dtype=np.float32))
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         if self.quantized:
             return self._run_quantized(x)
         x = np.asarray(x, np.float32)

@@ -93,7 +93,7 @@ class Lstm(LstmKernelMixin, OpKernel):
         if self.basic is None:
             self.build_cell()
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray | list[np.ndarray]:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray | list[np.ndarray]:
         if self.basic is not None:
             return self.basic.run(inputs)
         cell = self.cell_for(inputs)

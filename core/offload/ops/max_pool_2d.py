@@ -20,7 +20,7 @@ class MaxPool2D(PoolKernel):
     max_version = 3
     types = accepts("FLOAT32 INT8 UINT8 INT16")
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")
         out = self._max(x)
         # np.maximum lets a NaN through, and a NaN tap makes its whole window NaN, so a NaN

@@ -60,7 +60,7 @@ class MirrorPad(OpKernel):
     def setup(self) -> None:
         self.mode = mirror_mode(self.options)
 
-    def run(self, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
         widths = mirror_widths(x.shape, paddings, self.mode)
         if not widths:
             return np.array(x)  # a scalar has nothing to pad, and np.pad refuses one

@@ -50,7 +50,7 @@ class OneHot(OpKernel):
         depth = ctx.constant(1)
         return [None if depth is None else one_hot_shape(indices, axis, depth)[1]]
 
-    def run(
+    def _run(
         self, indices: np.ndarray, depth: np.ndarray, on: np.ndarray, off: np.ndarray
     ) -> np.ndarray:
         axis, shape = one_hot_shape(indices.shape, int(self.options.get("axis", -1)), depth)

@@ -20,5 +20,5 @@ class OnesLike(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [ctx.shape(0)]
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         return np.ones(np.shape(x), self.outputs[0].dtype)

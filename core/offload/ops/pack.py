@@ -35,6 +35,6 @@ class Pack(OpKernel):
         axis = normalize_axis(int(ctx.options.get("axis", 0)), len(first) + 1)
         return [(*first[:axis], len(shapes), *first[axis:])]
 
-    def run(self, *values: np.ndarray) -> np.ndarray:
+    def _run(self, *values: np.ndarray) -> np.ndarray:
         axis = normalize_axis(int(self.options.get("axis", 0)), values[0].ndim + 1)
         return np.stack(values, axis=axis).astype(self.outputs[0].dtype, copy=False)

@@ -28,5 +28,5 @@ class Pad(OpKernel):
         out = self.outputs[0]
         self.value = zero_point(out) if np.issubdtype(out.dtype, np.integer) else 0
 
-    def run(self, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, paddings: np.ndarray) -> np.ndarray:
         return padded(x, pad_widths(paddings, x.ndim), self.value, self.outputs[0].dtype)

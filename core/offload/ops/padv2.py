@@ -26,7 +26,7 @@ class PadV2(OpKernel):
             check_one_value(ctx.shape(2), "pad")
         return [pad_output_shape(ctx)]
 
-    def run(
+    def _run(
         self, x: np.ndarray, paddings: np.ndarray, constant: np.ndarray | None = None
     ) -> np.ndarray:
         dtype = self.outputs[0].dtype

@@ -105,7 +105,7 @@ class Quantize(OpKernel):
             self.multiplier, self.shift = quantize_multiplier(si / so)
             self.clamp = dtype_range(self.dtype)
 
-    def run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         out_q = self.outputs[0].quantization
         assert out_q is not None
         if self.affine:

@@ -50,7 +50,7 @@ class Range(OpKernel):
             return [None]
         return [(range_length(start, limit, delta),)]
 
-    def run(self, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    def _run(self, start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
         count = range_length(start, limit, delta)
         dtype = self.outputs[0].dtype
         s, d = (np.asarray(v, dtype).reshape(-1)[0] for v in (start, delta))

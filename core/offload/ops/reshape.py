@@ -58,7 +58,7 @@ class Reshape(OpKernel):
     def setup(self) -> None:
         self.option_shape = option_shape(self.options)
 
-    def run(self, x: np.ndarray, shape: np.ndarray | None = None) -> np.ndarray:
+    def _run(self, x: np.ndarray, shape: np.ndarray | None = None) -> np.ndarray:
         has_options = self.option_shape is not None
         if shape is not None and reads_tensor(shape.ndim, shape.dtype == np.int32, has_options):
             target = int_list(shape)

@@ -46,7 +46,7 @@ class ResizeBilinear(OpKernel):
             self.tables[key] = (ys, xs)
         return self.tables[key]
 
-    def run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
         _, out_h, out_w, _ = resized_shape(x.shape, size)
         _, in_h, in_w, _ = x.shape
         exact_2x = out_h == 2 * in_h and out_w == 2 * in_w

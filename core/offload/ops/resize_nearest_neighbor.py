@@ -46,6 +46,6 @@ class ResizeNearestNeighbor(OpKernel):
                 )
         return self.tables[key]
 
-    def run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, size: np.ndarray) -> np.ndarray:
         _, out_h, out_w, _ = resized_shape(x.shape, size)
         return x[:, self._axis(x.shape[1], out_h)][:, :, self._axis(x.shape[2], out_w)]

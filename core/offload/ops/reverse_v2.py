@@ -36,6 +36,6 @@ class ReverseV2(OpKernel):
             reversed_axes(axis, len(x))
         return [x]
 
-    def run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, axis: np.ndarray) -> np.ndarray:
         axes = reversed_axes(axis, x.ndim)
         return np.flip(x, axis=axes) if axes else x

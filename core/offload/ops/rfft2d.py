@@ -41,7 +41,7 @@ class Rfft2d(OpKernel):
         height, width = fft_size(fft_length)
         return [(*x[:-2], height, width // 2 + 1)]
 
-    def run(self, x: np.ndarray, fft_length: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, fft_length: np.ndarray) -> np.ndarray:
         _check_rank(x.shape)
         height, width = fft_size(fft_length)
         # LiteRT's fft2d works in double precision, then narrows to complex64.

@@ -34,7 +34,7 @@ class Select(OpKernel):
         )
         return [x]
 
-    def run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def _run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         cond = np.asarray(cond, np.bool_)
         x, y = np.asarray(x), np.asarray(y)
         if cond.ndim == 1 and x.ndim > 1:

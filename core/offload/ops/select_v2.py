@@ -30,5 +30,5 @@ class SelectV2(OpKernel):
             found = ", ".join(str(list(s)) for s in shapes)
             raise ValueError(f"expected shapes that broadcast together, found {found}") from None
 
-    def run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def _run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(np.asarray(cond, np.bool_), x, y).astype(self.outputs[0].dtype, copy=False)

@@ -24,5 +24,5 @@ class Shape(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[tuple[int, ...] | None]:
         return [(len(ctx.shape(0)),)]
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         return np.array(x.shape, dtype=self.outputs[0].dtype)

@@ -54,5 +54,5 @@ class Slice(OpKernel):
             begins = [0] * math.prod(ctx.shape(1))
         return [tuple(s.stop - s.start for s in slice_bounds(x, begins, sizes))]
 
-    def run(self, x: np.ndarray, begin: np.ndarray, size: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, begin: np.ndarray, size: np.ndarray) -> np.ndarray:
         return x[tuple(slice_bounds(x.shape, int_list(begin), int_list(size)))]

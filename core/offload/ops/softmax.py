@@ -54,7 +54,7 @@ class Softmax(OpKernel):
             scale = np.float32(-np.float32(si) * self.beta)
             self.table = np.exp(scale * np.arange(256, dtype=np.float32)).astype(np.float32)
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         if self.quantized:
             return self._run_quantized(x)
         x = np.asarray(x, np.float32)

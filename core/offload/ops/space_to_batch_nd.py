@@ -54,7 +54,7 @@ class SpaceToBatchNd(OpKernel):
         out = self.outputs[0]
         self.value = zero_point(out) if np.issubdtype(out.dtype, np.integer) else 0
 
-    def run(self, x: np.ndarray, block_shape: np.ndarray, paddings: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, block_shape: np.ndarray, paddings: np.ndarray) -> np.ndarray:
         block, widths, out_shape = batched_layout(x.shape, block_shape, paddings)
         m = len(block)
         widths = [(0, 0), *widths] + [(0, 0)] * (x.ndim - 1 - m)

@@ -34,7 +34,7 @@ class SpaceToDepth(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         return [depth_shape(ctx.shape(0), int(ctx.options.get("block_size", 0)))]
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         bs = int(self.options.block_size)
         n, h_out, w_out, depth = depth_shape(x.shape, bs)
         tiles = x.reshape(n, h_out, bs, w_out, bs, x.shape[3]).transpose(0, 1, 3, 2, 4, 5)

@@ -42,6 +42,6 @@ class Split(OpKernel):
         a = split_axis(x, axis, parts)
         return [(*x[:a], x[a] // parts, *x[a + 1 :])] * parts
 
-    def run(self, axis: np.ndarray, x: np.ndarray) -> list[np.ndarray]:
+    def _run(self, axis: np.ndarray, x: np.ndarray) -> list[np.ndarray]:
         parts = len(self.outputs)
         return np.split(x, parts, axis=split_axis(x.shape, axis, parts))

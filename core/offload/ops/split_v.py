@@ -49,6 +49,6 @@ class SplitV(OpKernel):
         a, sizes = split_sizes(x, size_splits, axis)
         return [(*x[:a], s, *x[a + 1 :]) for s in sizes]
 
-    def run(self, x: np.ndarray, size_splits: np.ndarray, axis: np.ndarray) -> list[np.ndarray]:
+    def _run(self, x: np.ndarray, size_splits: np.ndarray, axis: np.ndarray) -> list[np.ndarray]:
         a, sizes = split_sizes(x.shape, size_splits, axis)
         return np.split(x, np.cumsum(sizes)[:-1], axis=a)

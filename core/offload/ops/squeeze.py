@@ -37,5 +37,5 @@ class Squeeze(OpKernel):
     def setup(self) -> None:
         self.dims = tuple(self.options.get("squeeze_dims", ()) or ())
 
-    def run(self, x: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray) -> np.ndarray:
         return x.reshape(squeezed_shape(x.shape, self.dims))

@@ -176,7 +176,7 @@ class StridedSlice(OpKernel):
     def setup(self) -> None:
         self.masks = _Masks.of(self.options)
 
-    def run(
+    def _run(
         self, x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray
     ) -> np.ndarray:
         eff_shape, index = strided_index(x.shape, self.masks, begin, end, strides)

@@ -37,5 +37,5 @@ class Tile(OpKernel):
             return [None]
         return [tuple(d * r for d, r in zip(x, tile_multiples(len(x), multiples)))]
 
-    def run(self, x: np.ndarray, multiples: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, multiples: np.ndarray) -> np.ndarray:
         return np.tile(x, tile_multiples(x.ndim, multiples))

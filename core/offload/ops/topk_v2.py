@@ -43,7 +43,7 @@ class TopKV2(OpKernel):
         shape = (*x[:-1], top_count(x, k))
         return [shape, shape]
 
-    def run(self, x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _run(self, x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         count = top_count(x.shape, np.asarray(k))
         # A stable ascending sort of the negated values: ties stay in index order, and NaN
         # (negated, still NaN) sorts last. Widen first so -(-128) cannot overflow.

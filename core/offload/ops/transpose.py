@@ -38,5 +38,5 @@ class Transpose(OpKernel):
             return [None]
         return [tuple(x[a] for a in permutation(perm, len(x)))]
 
-    def run(self, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    def _run(self, x: np.ndarray, perm: np.ndarray) -> np.ndarray:
         return x.transpose(permutation(perm, x.ndim))

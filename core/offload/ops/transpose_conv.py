@@ -496,7 +496,7 @@ class TransposeConv(OpKernel):
             )
         return result.reshape(sums.shape)
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         out_shape = self.required(inputs[0], "input 0 (the output shape)")
         f = self.required(inputs[1], "input 1 (the filter)")
         x = self.required(inputs[2], "input 2")

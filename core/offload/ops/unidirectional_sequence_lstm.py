@@ -77,7 +77,7 @@ class UnidirectionalSequenceLstm(LstmKernelMixin, OpKernel):
         integer = self.input_tensor(0).dtype == np.int8
         self.build_cell(IntegerLstmCell if integer else LstmCell)
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         cell = self.cell_for(inputs)
         work = cell.work_dtype
         h_state = self.required(inputs[OUTPUT_STATE], f"input {OUTPUT_STATE} (the output state)")

@@ -38,7 +38,7 @@ class UnidirectionalSequenceRnn(RnnKernelMixin, OpKernel):
         self.time_major = bool(self.options.get("time_major", False))
         self.build_cell()
 
-    def run(self, *inputs: np.ndarray | None) -> np.ndarray:
+    def _run(self, *inputs: np.ndarray | None) -> np.ndarray:
         cell = self.cell_for(inputs)
         state = self.required(inputs[4], "input 4 (the hidden state)")
         x = np.asarray(inputs[0], np.float32)

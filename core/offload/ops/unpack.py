@@ -38,7 +38,7 @@ class Unpack(OpKernel):
         axis = unpack_axis(x, ctx.options, count)
         return [(*x[:axis], *x[axis + 1 :])] * count
 
-    def run(self, x: np.ndarray) -> list[np.ndarray]:
+    def _run(self, x: np.ndarray) -> list[np.ndarray]:
         axis = unpack_axis(x.shape, self.options, len(self.outputs))
         lead = (slice(None),) * axis
         return [np.asarray(x[lead + (i,)]) for i in range(x.shape[axis])]

@@ -33,6 +33,6 @@ class Where(OpKernel):
             return [None]
         return [(int(np.count_nonzero(condition)), len(shape))]
 
-    def run(self, condition: np.ndarray) -> np.ndarray:
+    def _run(self, condition: np.ndarray) -> np.ndarray:
         _check_rank(condition.shape)
         return np.argwhere(condition).astype(self.outputs[0].dtype, copy=False)

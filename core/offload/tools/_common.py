@@ -26,7 +26,7 @@ from offload._plugins import (
     is_native_library,
     list_delegates,
     load_delegate,
-    native_delegate_class,
+    native_library_delegate,
     plugin_manager,
 )
 from offload._providers import add_provider_flags, delegates_from_args
@@ -160,8 +160,6 @@ class DelegateChoice:
 def _delegate_class_for(name: str) -> type[Delegate]:
     if name in plugin_manager().delegates:
         return delegate_class(name)
-    if is_native_library(name):
-        return native_delegate_class(name)
     if name.endswith(".py") or "/" in name or "." in name:
         return _external_delegate_class(name)
     return delegate_class(name)
@@ -185,11 +183,12 @@ def build_delegates(
         except DelegateUnavailableError:
             if not allow_unavailable:
                 raise
-            cls = _delegate_class_for(name)
-            reason = _availability(cls).reason
-            native = is_native_library(name) and name not in plugin_manager().delegates
-            d = cls.for_native_library(name, options) if native else cls(options)
-            choices.append(DelegateChoice(cls.name, d, False, reason))
+            if is_native_library(name) and name not in plugin_manager().delegates:
+                d = native_library_delegate(name, options, allow_unavailable=True)
+            else:
+                d = _delegate_class_for(name)(options)
+            reason = _availability(type(d)).reason
+            choices.append(DelegateChoice(d.name, d, False, reason))
     return choices
 
 

@@ -93,7 +93,7 @@ class GpuOpenCLDelegate(Delegate):
     def capabilities(self) -> Capabilities:
         return _CAPS[self.options.enable_quant]
 
-    def identity(self) -> dict[str, str]:
+    def device_identity(self) -> dict[str, str]:
         """The OpenCL device these options select and its driver, so that a choice "auto"
         measured on one device or driver is measured again on another. The device is opened
         once per process (the handles are shared), so a later call only reads names."""

@@ -14,6 +14,9 @@ The public face is the delegate class and its options; the rest is private.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import offload
 from offload_litert._delegate import LiteRTDelegate, LiteRTOptions, __version__, capabilities
 
@@ -23,6 +26,14 @@ __all__ = ["LiteRTDelegate", "LiteRTOptions", "__version__", "capabilities"]
 @offload.hookimpl
 def offload_register_delegates() -> list[type[offload.Delegate]]:
     return [LiteRTDelegate]
+
+
+@offload.hookimpl
+def offload_native_library_delegate(library: str, options: Mapping[str, Any]) -> LiteRTDelegate:
+    # One C delegate instance, made now (LiteRT's load_delegate): see external_delegate_path.
+    return LiteRTDelegate(
+        {"external_delegate_path": library, "external_delegate_options": dict(options)}
+    )
 
 
 @offload.hookimpl

@@ -197,7 +197,6 @@ class LiteRTDelegate(Delegate):
     version = __version__
     Options = LiteRTOptions
     CAPABILITIES = _CPU_CAPABILITIES
-    runs_native_delegates = True
 
     def __init__(self, options: Mapping[str, Any] | DelegateOptions | None = None) -> None:
         super().__init__(options)
@@ -226,12 +225,6 @@ class LiteRTDelegate(Delegate):
             # Each LiteRT Interpreter that applies it holds a reference, so the library
             # destroys it once, after the last of them and this object are gone.
             self._native = load_library(opts.external_delegate_path, opts.external_delegate_options)
-
-    @classmethod
-    def for_native_library(
-        cls, path: str, options: Mapping[str, Any] | None = None
-    ) -> LiteRTDelegate:
-        return cls({"external_delegate_path": path, "external_delegate_options": options or {}})
 
     @classmethod
     def availability(cls) -> offload.Availability:

@@ -68,6 +68,7 @@ def capabilities(dynamic_range: str = "refuse") -> Capabilities:
         }
     return Capabilities(
         ops=DECLARED,
+        unsupported_ops=dict(NOT_DECLARED),
         model_types=types,
         precisions=("float32", "float16", "int8"),
         # Measured (benchmarks/engines_vs_litert.py, RESULTS.md): the CPU reference takes a
@@ -195,12 +196,6 @@ class OpenVINODelegate(Delegate):
     @classmethod
     def options_for_hardware(cls, kind: str) -> dict[str, Any] | None:
         return {"device": kind.upper()} if kind in ("cpu", "gpu", "npu") else None
-
-    def is_node_supported(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
-        reason = super().is_node_supported(node, subgraph)
-        if reason is not None and self.capabilities.op(node.op) is None:
-            return NOT_DECLARED.get(node.op, reason)
-        return reason
 
     def check_node(self, node: offload.Node, subgraph: offload.Subgraph) -> str | None:
         return (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload.ops import strided_slice_ranges
+from offload.geometry import strided_slice_ranges
 from offload_gpu_opencl._ir import Lowering, elements
 from offload_gpu_opencl._ops._spec import OpSpec
 from offload_gpu_opencl._shapes import constant_ints, need, required

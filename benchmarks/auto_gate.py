@@ -39,6 +39,7 @@ import offload
 
 # auto's own gate (private: this benchmark draws the same families with another seed).
 from offload._auto_measure import AccuracyPolicy, gate_inputs  # noqa: E402
+from offload.tools._common import format_error  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from auto_choice import models as all_models  # noqa: E402
@@ -112,17 +113,6 @@ def _evaluate(path: Path, lossy: bool, args: argparse.Namespace, cache: str) -> 
     }
 
 
-def _error(worst: dict[str, float]) -> str:
-    parts = []
-    if "relative" in worst:
-        parts.append(f"{worst['relative']:.1e} rel")
-    if "steps" in worst:
-        parts.append(f"{worst['steps']:g} steps")
-    if worst.get("top1_changes"):
-        parts.append(f"top-1 x{worst['top1_changes']:g}")
-    return ", ".join(parts) or "0"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=[], help="substrings of model names")
@@ -160,7 +150,7 @@ def main() -> None:
             ok = "yes" if not r["failed"] else "NO: " + "; ".join(r["failed"])[:120]
             print(
                 f"| {r['model']} | {r['policy']} | {r['chosen']} | {r['ms']:.1f} | "
-                f"{r['litert_ms']:.1f} | {r['ratio']:.2f} | {_error(r['worst'])} over "
+                f"{r['litert_ms']:.1f} | {r['ratio']:.2f} | {format_error(r['worst'])} over "
                 f"{r['sets']} | {ok} | {', '.join(r['gate_rejected']) or '-'} |"
             )
 

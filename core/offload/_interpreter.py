@@ -298,11 +298,12 @@ class Interpreter:
     def invoke(self) -> None:
         if sys.getrefcount(self._view_token) > 2:
             self._ensure_no_views("invoke()")
-        busy = self._executor.busy
+        ex = self._session.executor  # once: invoke is the hot path, the property costs
+        busy = ex.busy
         if not busy.acquire(blocking=False):
             raise busy_error("invoke()")
         try:
-            self._executor.invoke()
+            ex.invoke()
         finally:
             busy.release()
 
@@ -438,7 +439,7 @@ class Interpreter:
         return tuple(buf.shape) if buf is not None else self._executor.shapes[index]
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
-        ex = self._executor
+        ex = self._session.executor
         busy = ex.busy
         if not busy.acquire(blocking=False):
             raise busy_error("set_tensor()")

@@ -34,6 +34,7 @@ from offload.ops._quant import (
     rounding_divide_by_pot,
     scale_zp,
 )
+from offload.ops._types import accepts
 from offload.quant import (
     QUANTIZED_TYPES,
     add_params,
@@ -48,6 +49,7 @@ __all__ = [
     "UnaryOp",
     "ComparisonOp",
     "LogicalOp",
+    "ExtremumOp",
     "QuantizedFn",
     "QUANTIZED_TYPES",
     "is_quantized",
@@ -235,6 +237,22 @@ class ComparisonOp(BinaryOp):
 
 class LogicalOp(BinaryOp):
     """LOGICAL_AND / LOGICAL_OR on bool tensors."""
+
+
+class ExtremumOp(BinaryOp):
+    """MAXIMUM and MINIMUM (one kernel in LiteRT, maximum_minimum.cc): ``a`` where
+    ``prefer(a, b)``, else ``b``, elementwise, so a NaN in ``a`` yields ``b`` (numpy's
+    maximum and minimum would give the NaN). Quantized inputs share one scale, so the raw
+    values are compared."""
+
+    max_version = 4
+    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64", data=(0, 1))
+    raw_quantized = True
+    # Subclasses assign ``staticmethod(np.greater)`` or ``staticmethod(np.less)``.
+    prefer: ClassVar[Callable[..., np.ndarray]]
+
+    def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(type(self).prefer(a, b), a, b)
 
 
 def add_sub_quantized(kernel: BinaryOp, sign: int) -> QuantizedFn:

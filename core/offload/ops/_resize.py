@@ -8,12 +8,15 @@ the rounding of the result depend on it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from offload.ops._base import Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._quant import tflite_round
 
 __all__ = [
+    "ResizeOp",
     "output_size",
     "resized_shape",
     "resize_output_shape",
@@ -52,6 +55,22 @@ def resize_output_shape(ctx: ShapeContext) -> Shape | None:
         _check_nhwc(x)
         return None
     return resized_shape(x, size)
+
+
+class ResizeOp(OpKernel):
+    """RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR: an NHWC input resized to the height and
+    width of input 1, with the two options both read (``align_corners``,
+    ``half_pixel_centers``)."""
+
+    max_version = 4
+
+    @classmethod
+    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
+        return [resize_output_shape(ctx)]
+
+    def setup(self) -> None:
+        self.align_corners = bool(self.options.get("align_corners", False))
+        self.half_pixel = bool(self.options.get("half_pixel_centers", False))
 
 
 def _float_scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:

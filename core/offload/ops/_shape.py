@@ -12,13 +12,14 @@ from collections.abc import Iterable
 import numpy as np
 
 from offload._graph import Tensor
-from offload.ops._base import check_shape
+from offload.ops._base import Shape, check_shape
 from offload.quant import scale_zero_point
 
 __all__ = [
     "int_list",
     "scalar_int",
     "check_one_value",
+    "not_scalar",
     "normalize_axis",
     "resolve_shape",
     "zero_point",
@@ -41,6 +42,13 @@ def check_one_value(shape: tuple[int, ...], what: str) -> None:
     """TFLite's ``NumElements(t) == 1`` on a scalar-like input (an axis, a depth), any rank."""
     count = math.prod(shape)
     check_shape(count == 1, f"expected a single {what} value, found {count} (shape {list(shape)})")
+
+
+def not_scalar(shape: Shape) -> Shape:
+    """``shape``, checked to have an axis: an op along the last axis, or along one it is given,
+    has none to work on in a scalar."""
+    check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+    return shape
 
 
 def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:

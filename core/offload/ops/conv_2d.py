@@ -5,11 +5,11 @@ once in setup; runtime filters (float16 models dequantize them on the fly) on ev
 The int8/uint8 path with constant weights and bias (every int8 model) streams over chunks
 of output rows: patches cast from the integer input into a float32 work array, one exact
 float GEMM on the raw input (the zero point's share is a per-channel constant), and the
-exact float requantization of :class:`~offload.ops._conv.RuyRequantizer`. The other integer
-paths (16x8, grouped, uint8 and int8 where that requantization is not exact) stream too, in
-smaller chunks through float64 and int64: their sums are exact, so the chunks change nothing
-but the memory, which ``scratch_bytes`` declares and ``max_tensor_bytes`` bounds. Float
-products stay whole, since BLAS sums a row differently when the GEMM is cut in pieces.
+exact float requantization of :class:`~offload.ops._exact_gemm.RuyRequantizer`. The other
+integer paths (16x8, grouped, uint8 and int8 where that requantization is not exact) stream
+too, in smaller chunks through float64 and int64: their sums are exact, so the chunks change
+nothing but the memory, which ``scratch_bytes`` declares and ``max_tensor_bytes`` bounds.
+Float products stay whole, since BLAS sums a row differently when the GEMM is cut in pieces.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from offload.ops._conv import (
     RuyRequantizer,
     activation_scratch,
     bias_is_wide,
-    check_bias,
+    conv_output_shapes,
     eigen_order_dots,
     eigen_order_gemv,
     eigen_order_matmul,
@@ -50,6 +50,7 @@ from offload.ops._conv import (
     scale_zp,
     scratch,
     weight_value,
+    window_shape,
 )
 from offload.ops._registry import register
 from offload.ops._types import WEIGHTS, accepts
@@ -120,11 +121,7 @@ class Conv2D(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        stride, dilation, padding, _ = window_options(ctx.options)
-        f = ctx.shape(1)
-        _, shape = conv_shape(ctx.shape(0), f, padding, stride, dilation)
-        check_bias(ctx, f[0])
-        return [shape]
+        return conv_output_shapes(ctx, conv_shape)
 
     @classmethod
     def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
@@ -133,9 +130,9 @@ class Conv2D(OpKernel):
         # Integers: the weights in float64 and the exact GEMM's layout, then chunks of output
         # rows (_patch_rows) through the GEMM and the requantization; the hybrid kernel of a
         # grouped or runtime filter works on the whole output in float64.
-        stride, dilation, padding, activation = window_options(ctx.options)
+        stride, _, _, activation = window_options(ctx.options)
+        g, out = window_shape(ctx, conv_shape)
         x_shape, f_shape = ctx.shape(0), ctx.shape(1)
-        g, out = conv_shape(x_shape, f_shape, padding, stride, dilation)
         n, h, w, c = x_shape
         co, kh, kw, f_in = f_shape
         elements, rows, ow = math.prod(out), math.prod(out[:3]), out[2]

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops._shape import check_one_value, normalize_axis, scalar_int
+from offload.ops._shape import check_one_value, normalize_axis, not_scalar, scalar_int
 from offload.ops._types import accepts
 
 
@@ -19,8 +19,7 @@ class Cumsum(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        shape = ctx.shape(0)
-        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
+        shape = not_scalar(ctx.shape(0))
         check_one_value(ctx.shape(1), "axis")
         axis = ctx.constant(1)
         if axis is not None:

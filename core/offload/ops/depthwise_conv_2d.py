@@ -3,7 +3,7 @@ output channel c * multiplier + m; float, hybrid, int8/uint8 and 16x8.
 
 Every type runs the same loop over the KH*KW filter taps, each a vectorised multiply-add over
 the whole output, in tap order, on per-shape buffers laid out so that each tap is a few long
-contiguous passes (:class:`_TapPlan`). Integer types accumulate ``(x - x_zp) * (w - w_zp)``
+contiguous passes (:class:`TapPlan`). Integer types accumulate ``(x - x_zp) * (w - w_zp)``
 in floating point, exact while every partial sum stays below 2**24 (float32) or 2**53 (float64),
 and the accumulator dtype is chosen from that bound once.
 
@@ -27,26 +27,33 @@ code compiled through NEON_2_SSE, bit for bit:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offload.geometry import Geometry, window_geometry, window_options
 from offload.ops._activation import apply_fused_activation
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape, present
+from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._bias import bias_types
 from offload.ops._conv import (
     RuyRequantizer,
     activation_scratch,
-    check_bias,
+    conv_output_shapes,
     filter_scales,
     filter_zero_point,
     kind_of,
     output_multipliers,
     scale_zp,
     weight_value,
+    window_shape,
+)
+from offload.ops._depthwise_taps import (
+    TapPlan,
+    group_weights,
+    phase_buffers,
+    tap_groups,
+    tile_taps,
 )
 from offload.ops._quant import (
     activation_range_quantized,
@@ -65,7 +72,7 @@ if TYPE_CHECKING:
 _HYBRID_SCALE_LANES = 4
 # Size of the int64 buffer the int8 requantization works through, a block of rows at a time.
 _REQUANTIZE_BLOCK_BYTES = 256 * 1024
-# The tap weights tiled over the output width (:class:`_TapPlan`) are kept while they take at
+# The tap weights tiled over the output width (:class:`TapPlan`) are kept while they take at
 # most this much. They grow with the window's area times the output's width (a 52x39 window
 # over 17 columns of 64 channels is 8.8 MB for a 0.5 MB filter), so past it each tap's row is
 # tiled into one reusable buffer when the tap is reached: the same values. Float convolutions
@@ -124,38 +131,6 @@ def _tiles_weights(taps: int, row: int, dtype: np.dtype) -> bool:
     return taps * row * dtype.itemsize <= _TILED_WEIGHTS_MAX_BYTES
 
 
-@dataclass
-class _TapPlan:
-    """Buffers for one input shape, built at setup (or on a resize).
-
-    numpy multiplies an (..., C) array by a (C,) weight vector one C-long row at a time, which
-    is several times slower than a contiguous pass when C is a few dozen channels. So the
-    padded input lives in persistent buffers, one per column phase of the width stride (all
-    columns congruent modulo stride_w), in which every tap's output rows are contiguous runs
-    of OW*C*M values; weights are tiled to that length once (up to _TILED_WEIGHTS_MAX_BYTES,
-    past which one row buffer is refilled per tap). A multiplier M > 1 repeats each
-    input channel M times as the buffers are filled. Padding stays zero from allocation (zero
-    in ``x - x_zp`` terms for integer inputs): only the interior is rewritten on each run.
-    """
-
-    fills: list[tuple[np.ndarray, slice]]  # (N, H, cols, C, M) interior of a phase, its columns
-    taps: list[np.ndarray]  # (N, OH, OW*C*M) read-only views into the phases, in filter order
-    # Whether tap weights are tiled whole (_tiles_weights); if not, ``row`` takes each in turn.
-    tiled: bool
-    weights: np.ndarray | None  # float: (KH*KW, OW*C*M) when the filter is constant and tiled
-    # Integer kinds: each phase's taps as one (KH, taps in the row, N, OH, OW*C*M) view, with
-    # the indices of those taps in filter order, for one einsum per phase.
-    groups: list[tuple[np.ndarray, np.ndarray]]
-    # Integer kinds: (KH, taps in the row, OW*C*M) per group, when constant and tiled.
-    group_weights: list[np.ndarray] | None
-    row: np.ndarray | None  # (OW*C*M,): one tap's weights at a time, when not tiled
-    rows: dict[str, np.ndarray]  # per-channel constants tiled to OW*C*M (bias, filter scales)
-    acc: np.ndarray  # (N, OH, OW*C*M) accumulator, when the output array cannot serve as one
-    scratch: np.ndarray  # (N, OH, OW*C*M)
-    wide: np.ndarray | None  # (1, rows, OW*C*M) int64, for the int8 requantization
-    out_shape: Shape
-
-
 @register
 class DepthwiseConv2D(OpKernel):
     op = "DEPTHWISE_CONV_2D"
@@ -170,20 +145,16 @@ class DepthwiseConv2D(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        stride, dilation, padding, _ = window_options(ctx.options)
-        f = ctx.shape(1)
-        _, shape = depthwise_shape(ctx.shape(0), f, padding, stride, dilation)
-        check_bias(ctx, f[3])
-        return [shape]
+        return conv_output_shapes(ctx, depthwise_shape)
 
     @classmethod
     def scratch_bytes(cls, ctx: ShapeContext, outputs: Sequence[Shape]) -> int:
         # What _tap_plan keeps: the padded input in phase buffers (repeated over the
         # multiplier), the tiled tap weights (or one row of them), two accumulators and the
         # per-channel rows; the weights less their zero point; then what run makes per kind.
-        stride, dilation, padding, activation = window_options(ctx.options)
+        activation = window_options(ctx.options)[3]
+        g, out = window_shape(ctx, depthwise_shape)
         x_shape, f_shape = ctx.shape(0), ctx.shape(1)
-        g, out = depthwise_shape(x_shape, f_shape, padding, stride, dilation)
         elements, row = math.prod(out), out[2] * out[3]
         if elements == 0:
             return 0  # run returns zeros: no plan
@@ -268,7 +239,7 @@ class DepthwiseConv2D(OpKernel):
         self._lane_requantized = self.kind == "quantized" and self.vector_channels > 0
         self._requantizer = self._float_requantizer(bias) if self._lane_requantized else None
         # One plan, for the latest input shape: a resize replaces it rather than adding one.
-        self._plan: tuple[tuple[int, ...], _TapPlan | None] | None = None
+        self._plan: tuple[tuple[int, ...], TapPlan | None] | None = None
         if len(x.shape) == 4 and all(d > 0 for d in x.shape):
             # Built here, at allocate_tensors, for the model's shape; a resized input
             # rebuilds it on the first run with the new shape.
@@ -300,87 +271,35 @@ class DepthwiseConv2D(OpKernel):
             return np.asarray(w, np.float32)[0]
         return (np.asarray(w, np.int64) - self.w_zp)[0]
 
-    def _tiled(self, w: np.ndarray, out_w: int) -> np.ndarray:
-        """(..., C*M) tap weights -> (taps, OW*C*M) in the accumulator's dtype."""
-        cm = w.shape[-1]
-        taps = w.size // cm if cm else 0
-        tiled = np.tile(w.reshape(taps, 1, cm).astype(self.acc_dtype), (1, out_w, 1))
-        return tiled.reshape(taps, out_w * cm)
-
-    def _group_weights(
-        self, w: np.ndarray, out_w: int, groups: list[tuple[np.ndarray, np.ndarray]]
-    ) -> list[np.ndarray]:
-        """(KH, KW, C*M) tap weights -> per group of :meth:`_tap_groups`, its taps' weights
-        tiled to (KH, taps in the row, OW*C*M): each tap tiled once, straight into its group."""
-        taps = w.reshape(-1, w.shape[-1])
-        return [
-            self._tiled(taps[index.ravel()], out_w).reshape(*index.shape, -1) for _, index in groups
-        ]
-
-    def _refilled(self, plan: _TapPlan, w: np.ndarray) -> Iterator[np.ndarray]:
-        """Each tap's weights of (KH, KW, C*M) ``w`` tiled to OW*C*M, in filter order, in the
-        plan's one row buffer: each valid until the next is asked for."""
-        row = present(plan.row, "a row buffer in a plan without tiled weights")
-        target = row.reshape(-1, w.shape[-1])
-        for tap in w.reshape(-1, w.shape[-1]):
-            np.copyto(target, tap, casting="unsafe")  # the cast _tiled makes: exact
-            yield row
-
-    def _tap_plan(self, shape: tuple[int, ...]) -> _TapPlan | None:
-        n, h, wd, c = shape
-        (sh, sw), (dh, dw) = self.stride, self.dilation
-        kh, kw = self.kernel_hw
+    def _tap_plan(self, shape: tuple[int, ...]) -> TapPlan | None:
         g, out_shape = self._shape(shape)
         if 0 in out_shape:
             return None
-        cm = out_shape[3]
-        multiplier = cm // c
-        padded_h = g.pad_top + h + g.pad_bottom
-        padded_w = g.pad_left + wd + g.pad_right
-        phases, fills = [], []
-        for phase in range(sw):
-            cols = len(range(phase, padded_w, sw))
-            buf = np.zeros((n, padded_h, cols, c, multiplier), self.acc_dtype)
-            first = (phase - g.pad_left) % sw  # the first input column that lands here
-            count = len(range(first, wd, sw))
-            col = (first + g.pad_left - phase) // sw
-            if count:
-                interior = buf[:, g.pad_top : g.pad_top + h, col : col + count]
-                fills.append((interior, slice(first, wd, sw)))
-            phases.append(buf.reshape(n, padded_h, cols, cm))
-        taps = []
-        itemsize = self.acc_dtype.itemsize
-        for ky in range(kh):
-            for kx in range(kw):
-                phase_buf = phases[(kx * dw) % sw]
-                # Made by the ndarray constructor, which also checks the view stays inside the
-                # buffer: as_strided's views hold about 1 KB each, megabytes for a large window.
-                tap = np.ndarray(
-                    (n, g.out_h, g.out_w * cm),
-                    self.acc_dtype,
-                    phase_buf,
-                    ky * dh * phase_buf.strides[1] + (kx * dw) // sw * phase_buf.strides[2],
-                    (phase_buf.strides[0], phase_buf.strides[1] * sh, itemsize),
-                )
-                tap.flags.writeable = False
-                taps.append(tap)
-        flat = (n, g.out_h, g.out_w * cm)
+        phases, fills, taps = phase_buffers(
+            shape, g, out_shape, self.stride, self.dilation, self.kernel_hw, self.acc_dtype
+        )
+        kh, kw = self.kernel_hw
+        flat = (shape[0], g.out_h, g.out_w * out_shape[3])
         tiled = _tiles_weights(kh * kw, flat[2], self.acc_dtype)
         # Float sums must follow LiteRT's order; integer sums are exact in any order.
-        groups = [] if self.kind == "float" else self._tap_groups(phases, flat)
-        weights, group_weights = None, None
+        groups = (
+            []
+            if self.kind == "float"
+            else tap_groups(phases, flat, self.stride, self.dilation, self.kernel_hw)
+        )
+        weights, tiled_groups = None, None
         if self.w is not None and tiled:
             if self.kind == "float":
-                weights = self._tiled(self.w, g.out_w)
+                weights = tile_taps(self.w, g.out_w, self.acc_dtype)
             else:
-                group_weights = self._group_weights(self.w, g.out_w, groups)
-        return _TapPlan(
+                tiled_groups = group_weights(self.w, g.out_w, groups, self.acc_dtype)
+        return TapPlan(
             fills=fills,
             taps=taps,
             tiled=tiled,
             weights=weights,
             groups=groups,
-            group_weights=group_weights,
+            group_weights=tiled_groups,
             row=None if tiled else np.empty(flat[2], self.acc_dtype),
             rows=self._rows(g.out_w),
             acc=np.empty(flat, self.acc_dtype),
@@ -390,41 +309,6 @@ class DepthwiseConv2D(OpKernel):
             else None,
             out_shape=out_shape,
         )
-
-    def _tap_groups(
-        self, phases: list[np.ndarray], flat: tuple[int, int, int]
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per phase buffer (N, padded H, cols, C*M), its taps as one read-only view
-        (KH, taps in a filter row, N, OH, OW*C*M) and their indices in filter order. The taps
-        of a phase sit at evenly spaced columns (kx steps by sw / gcd(dw, sw)), so the view
-        needs only strides; einsum then sums a phase's taps in one call, which takes about
-        two thirds of the time of a multiply and an add per tap."""
-        n, out_h, run = flat
-        (sh, sw), (dh, dw) = self.stride, self.dilation
-        kh, kw = self.kernel_hw
-        groups = []
-        for phase, buf in enumerate(phases):
-            kxs = [kx for kx in range(kw) if (kx * dw) % sw == phase]
-            if not kxs:
-                continue
-            cols = [(kx * dw) // sw for kx in kxs]
-            step = cols[1] - cols[0] if len(cols) > 1 else 0
-            assert cols == [cols[0] + i * step for i in range(len(cols))]
-            view = np.lib.stride_tricks.as_strided(
-                buf[:, :, cols[0] :],
-                (kh, len(kxs), n, out_h, run),
-                (
-                    buf.strides[1] * dh,
-                    buf.strides[2] * step,
-                    buf.strides[0],
-                    buf.strides[1] * sh,
-                    buf.itemsize,
-                ),
-                writeable=False,
-            )
-            index = np.array([[ky * kw + kx for kx in kxs] for ky in range(kh)])
-            groups.append((view, index))
-        return groups
 
     @staticmethod
     def _wide_buffer(flat: tuple[int, int, int]) -> np.ndarray:
@@ -459,54 +343,6 @@ class DepthwiseConv2D(OpKernel):
             offset = offset + np.asarray(bias, np.int64) * (self.mult.astype(np.int64) << left)
         return offset
 
-    def _fill(self, plan: _TapPlan, x: np.ndarray, less: np.ndarray | int | None) -> None:
-        """Write x (less its zero point or per-batch offset) into the phase buffers' interiors,
-        each input channel repeated over the multiplier axis."""
-        for interior, columns in plan.fills:
-            source = x[:, :, columns, :, None]
-            if less is None:
-                np.copyto(interior, source)
-            else:
-                np.subtract(source, less, out=interior, dtype=self.acc_dtype)
-
-    def _accumulate(
-        self, plan: _TapPlan, w: np.ndarray, acc: np.ndarray, bias_row: np.ndarray | None
-    ) -> None:
-        """acc = [bias +] sum over taps of tap * weight, in filter order. LiteRT starts its
-        accumulator at the bias; adding it second instead is the same float addition."""
-        if plan.weights is not None:
-            rows: Iterator[np.ndarray] | np.ndarray = plan.weights
-        elif plan.tiled:  # a runtime filter
-            rows = self._tiled(w, plan.out_shape[2])
-        else:
-            rows = self._refilled(plan, w)
-        for i, (tap, row) in enumerate(zip(plan.taps, rows)):
-            if i == 0:
-                np.multiply(tap, row, out=acc)
-                if bias_row is not None:
-                    acc += bias_row
-            else:
-                np.multiply(tap, row, out=plan.scratch)
-                acc += plan.scratch
-
-    def _sum_taps(self, plan: _TapPlan, w: np.ndarray, acc: np.ndarray) -> None:
-        """acc = sum over taps of tap * weight, for integer inputs: every product and partial
-        sum is an exact integer in the accumulator's type, so the order does not matter."""
-        if not plan.tiled:  # tap by tap through the row buffer
-            for i, (tap, row) in enumerate(zip(plan.taps, self._refilled(plan, w))):
-                np.multiply(tap, row, out=acc if i == 0 else plan.scratch)
-                if i:
-                    acc += plan.scratch
-            return
-        group_weights = plan.group_weights
-        if group_weights is None:  # a runtime filter
-            group_weights = self._group_weights(w, plan.out_shape[2], plan.groups)
-        for i, ((view, _), weights) in enumerate(zip(plan.groups, group_weights)):
-            target = acc if i == 0 else plan.scratch
-            np.einsum("abzrn,abn->zrn", view, weights, out=target, optimize=False)
-            if i:
-                acc += plan.scratch
-
     def _run(self, *inputs: np.ndarray | None, out: np.ndarray | None = None) -> np.ndarray:
         x = self.required(inputs[0], "input 0")
         bias = inputs[2] if len(inputs) > 2 else None
@@ -524,27 +360,27 @@ class DepthwiseConv2D(OpKernel):
         acc = out.reshape(plan.acc.shape) if writable and out is not None else plan.acc
 
         if self.kind == "float":
-            self._fill(plan, x, None)
+            plan.fill(x, None)
             bias_row = plan.rows.get("bias")
             if bias_row is None and bias is not None:  # a runtime bias
                 bias_row = np.tile(np.asarray(bias, np.float32), out_w)
-            self._accumulate(plan, weights, acc, bias_row)
+            plan.accumulate(weights, acc, bias_row)
             return apply_fused_activation(acc.reshape(plan.out_shape), self.activation)
 
         if self.kind == "hybrid":
             q, in_scale, offset = quantize_rows(x.reshape(n, -1), asymmetric=True)
-            self._fill(plan, q.reshape(shape), offset.reshape(n, 1, 1, 1, 1))
-            self._sum_taps(plan, weights, acc)
+            plan.fill(q.reshape(shape), offset.reshape(n, 1, 1, 1, 1))
+            plan.sum_taps(weights, acc)
             return self._finish_hybrid(acc, in_scale, bias, plan)
 
-        self._fill(plan, x, self.x_zp)
-        self._sum_taps(plan, weights, acc)
+        plan.fill(x, self.x_zp)
+        plan.sum_taps(weights, acc)
         if self._lane_requantized:
             return self._requantize_lanes(acc, bias, plan, out)
         return self._finish_quantized(acc.reshape(plan.out_shape), bias, out)
 
     def _finish_hybrid(
-        self, acc: np.ndarray, in_scale: np.ndarray, bias: np.ndarray | None, plan: _TapPlan
+        self, acc: np.ndarray, in_scale: np.ndarray, bias: np.ndarray | None, plan: TapPlan
     ) -> np.ndarray:
         """Integer sums -> float32 outputs, multiplied in the order of LiteRT's lanes."""
         out_shape = plan.out_shape
@@ -567,7 +403,7 @@ class DepthwiseConv2D(OpKernel):
         return apply_fused_activation(result, self.activation)
 
     def _requantize_lanes(
-        self, acc: np.ndarray, bias: np.ndarray | None, plan: _TapPlan, out: np.ndarray | None
+        self, acc: np.ndarray, bias: np.ndarray | None, plan: TapPlan, out: np.ndarray | None
     ) -> np.ndarray:
         """int8 per channel: every channel as a NEON lane, in float64 passes where that is
         exact (:class:`RuyRequantizer`), else with the bias folded into the offset, a block of
@@ -594,7 +430,7 @@ class DepthwiseConv2D(OpKernel):
         return result
 
     def _requantize_wide(
-        self, acc: np.ndarray, bias: np.ndarray | None, plan: _TapPlan, result: np.ndarray
+        self, acc: np.ndarray, bias: np.ndarray | None, plan: TapPlan, result: np.ndarray
     ) -> None:
         """Every channel's NEON-lane requantization in int64 passes over row blocks."""
         rows, wide = plan.rows, plan.wide

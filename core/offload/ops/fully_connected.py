@@ -7,7 +7,7 @@ SIGN_BIT, SIGMOID); the others refuse one at prepare, and so does this kernel.
 
 With constant weights and bias, int8/uint8 runs one exact float GEMM on the raw input (the
 input zero point's share is a per-channel constant) and requantizes in float64 where that is
-exact (:class:`~offload.ops._conv.RuyRequantizer`)."""
+exact (:class:`~offload.ops._exact_gemm.RuyRequantizer`)."""
 
 from __future__ import annotations
 

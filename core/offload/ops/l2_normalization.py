@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from offload.errors import UnsupportedOpError
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._reduce import sequential
 from offload.ops._registry import register
+from offload.ops._shape import not_scalar
 from offload.ops._types import accepts
 
 # LiteRT's fixed guard against a zero norm (not an option of the op).
@@ -24,9 +25,7 @@ class L2Normalization(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        shape = ctx.shape(0)
-        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
-        return [shape]
+        return [not_scalar(ctx.shape(0))]
 
     def setup(self) -> None:
         if self.outputs[0].dtype != np.float32:

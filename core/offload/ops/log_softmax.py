@@ -12,12 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._eigen import row_exp_sums
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._libm import logf
 from offload.ops._quant import dtype_range
 from offload.ops._registry import register
+from offload.ops._shape import not_scalar
 from offload.ops._types import accepts
 
 
@@ -29,11 +30,9 @@ class LogSoftmax(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        shape = ctx.shape(0)
         # LiteRT's kernel reads the scalar's last dimension, dims[-1], unchecked: its float
         # path returns uninitialised memory and its int8/uint8 paths crash the process.
-        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
-        return [shape]
+        return [not_scalar(ctx.shape(0))]
 
     def setup(self) -> None:
         self.dtype = self.outputs[0].dtype

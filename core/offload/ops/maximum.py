@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from offload.ops._elementwise import BinaryOp
+from offload.ops._elementwise import ExtremumOp
 from offload.ops._registry import register
-from offload.ops._types import accepts
-
-
-def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.where(np.greater(a, b), a, b)
 
 
 @register
-class Maximum(BinaryOp):
+class Maximum(ExtremumOp):
     op = "MAXIMUM"
-    max_version = 4
-    types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64", data=(0, 1))
-    fn = staticmethod(_maximum)
-    raw_quantized = True
+    prefer = staticmethod(np.greater)

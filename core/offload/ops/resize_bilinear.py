@@ -3,34 +3,20 @@ kernel; int8 and int16 use its 10-bit fixed-point kernel, rounding half away fro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops._resize import (
-    bilinear_fixed_axis,
-    bilinear_float_axis,
-    resize_output_shape,
-    resized_shape,
-)
+from offload.ops._resize import ResizeOp, bilinear_fixed_axis, bilinear_float_axis, resized_shape
 from offload.ops._types import accepts
 
 
 @register
-class ResizeBilinear(OpKernel):
+class ResizeBilinear(ResizeOp):
     op = "RESIZE_BILINEAR"
-    max_version = 4
     types = accepts("FLOAT32 INT8 UINT8 INT16")
 
-    @classmethod
-    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        return [resize_output_shape(ctx)]
-
     def setup(self) -> None:
-        self.align_corners = bool(self.options.get("align_corners", False))
-        self.half_pixel = bool(self.options.get("half_pixel_centers", False))
+        super().setup()
         if self.align_corners and self.half_pixel:
             raise ValueError("half_pixel_centers and align_corners cannot both be set")
         self.dtype = self.outputs[0].dtype

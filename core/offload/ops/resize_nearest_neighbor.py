@@ -3,34 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._registry import register
-from offload.ops._resize import (
-    nearest_axis,
-    nearest_fixed_axis,
-    resize_output_shape,
-    resized_shape,
-)
+from offload.ops._resize import ResizeOp, nearest_axis, nearest_fixed_axis, resized_shape
 from offload.ops._types import accepts
 
 
 @register
-class ResizeNearestNeighbor(OpKernel):
+class ResizeNearestNeighbor(ResizeOp):
     op = "RESIZE_NEAREST_NEIGHBOR"
-    max_version = 4
     types = accepts("FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 BOOL UINT16 UINT32")
 
-    @classmethod
-    def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        return [resize_output_shape(ctx)]
-
     def setup(self) -> None:
-        self.align_corners = bool(self.options.get("align_corners", False))
-        self.half_pixel = bool(self.options.get("half_pixel_centers", False))
+        super().setup()
         eight_bit = self.outputs[0].dtype.itemsize == 1
         self.fixed = eight_bit and not (self.align_corners or self.half_pixel)
         self.tables: dict[tuple[int, int], np.ndarray] = {}

@@ -7,20 +7,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import Shape, ShapeContext, check_shape
 from offload.ops._registry import register
-from offload.ops._types import accepts, one_of
+from offload.ops._select import SelectOp
 
 
 @register
-class Select(OpKernel):
+class Select(SelectOp):
     op = "SELECT"
     max_version = 4
-    types = accepts(
-        "FLOAT32 FLOAT16 INT8 UINT8 INT16 INT32 INT64 BOOL FLOAT64 COMPLEX64 UINT16 UINT32",
-        data=(1, 2),
-        others={0: one_of("BOOL")},
-    )
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
@@ -34,10 +29,8 @@ class Select(OpKernel):
         )
         return [x]
 
-    def _run(self, cond: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        cond = np.asarray(cond, np.bool_)
-        x, y = np.asarray(x), np.asarray(y)
-        if cond.ndim == 1 and x.ndim > 1:
+    def condition(self, cond: np.ndarray, rank: int) -> np.ndarray:
+        if cond.ndim == 1 and rank > 1:
             # Rank-one condition selects rows, not trailing elements as numpy would.
-            cond = cond.reshape(cond.shape + (1,) * (x.ndim - 1))
-        return np.where(cond, x, y).astype(self.outputs[0].dtype, copy=False)
+            return cond.reshape(cond.shape + (1,) * (rank - 1))
+        return cond

@@ -15,11 +15,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from offload.errors import UnsupportedOpError
-from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
+from offload.ops._base import OpKernel, Shape, ShapeContext
 from offload.ops._eigen import column_sums, pexp
 from offload.ops._elementwise import is_quantized, scale_zp
 from offload.ops._quant import dtype_range, tflite_round
 from offload.ops._registry import register
+from offload.ops._shape import not_scalar
 from offload.ops._types import accepts
 
 
@@ -31,10 +32,8 @@ class Softmax(OpKernel):
 
     @classmethod
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
-        shape = ctx.shape(0)
         # The softmax runs along the last axis, so a scalar has none (LiteRT refuses it too).
-        check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
-        return [shape]
+        return [not_scalar(ctx.shape(0))]
 
     def setup(self) -> None:
         self.beta = np.float32(self.options.get("beta", 1.0))

@@ -9,17 +9,13 @@ import numpy as np
 
 from offload.ops._base import OpKernel, Shape, ShapeContext, check_shape
 from offload.ops._registry import register
-from offload.ops._shape import check_one_value, scalar_int
+from offload.ops._shape import check_one_value, not_scalar, scalar_int
 from offload.ops._types import accepts, one_of
-
-
-def _check_rank(shape: Shape) -> None:
-    check_shape(len(shape) >= 1, "expected an input of rank >= 1, found a scalar")
 
 
 def top_count(shape: Shape, k: np.ndarray) -> int:
     """How many values each row yields: k, where a negative k yields none (as in LiteRT)."""
-    _check_rank(shape)
+    not_scalar(shape)
     check_one_value(k.shape, "k")
     count = max(scalar_int(k), 0)
     check_shape(
@@ -38,7 +34,7 @@ class TopKV2(OpKernel):
     def output_shapes(cls, ctx: ShapeContext) -> Sequence[Shape | None]:
         x, k = ctx.shape(0), ctx.constant(1)
         if k is None:
-            _check_rank(x)
+            not_scalar(x)
             return [None, None]
         shape = (*x[:-1], top_count(x, k))
         return [shape, shape]

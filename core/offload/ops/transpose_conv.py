@@ -19,7 +19,7 @@ reads one window of ``ceil(kernel / stride)`` input rows (and columns): one im2c
 GEMM against weights that put each tap under its phase (zero where a phase has no such tap;
 a second GEMM for the row phases with a tap row fewer), then the phases are interleaved and
 the padding cropped. The int8 sums are requantized with
-:class:`~offload.ops._conv.RuyRequantizer`: LiteRT's optimized kernel requantizes output
+:class:`~offload.ops._exact_gemm.RuyRequantizer`: LiteRT's optimized kernel requantizes output
 channels eight at a time like ruy (the second rounding sends halves up) and only the last
 ``channels % 8`` with TFLite's reference rounding (halves away from zero): rounding them all
 the reference way was one step off on ~0.1% of small_cnn's outputs.

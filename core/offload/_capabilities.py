@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import tflite
@@ -43,23 +43,14 @@ __all__ = [
     "describe_validation_error",
 ]
 
-DTYPE_NAMES = (
-    "float32",
-    "float16",
-    "int8",
-    "uint8",
-    "int16",
-    "int32",
-    "int64",
-    "bool",
-    "complex64",
-)
 HardwareKind = Literal["cpu", "gpu", "npu"]
 HARDWARE_KINDS: tuple[HardwareKind, ...] = ("cpu", "gpu", "npu")
 # The dtype names a declaration uses (numpy's, "bool" for np.bool_).
 DTypeName = Literal[
     "float32", "float16", "int8", "uint8", "int16", "int32", "int64", "bool", "complex64", "string"
 ]
+# Those of numeric and boolean tensors: every DTypeName but TFLite's strings.
+DTYPE_NAMES: tuple[DTypeName, ...] = tuple(n for n in get_args(DTypeName) if n != "string")
 _BUILTIN_NAMES = set(BUILTIN_OPCODE2NAME.values())
 # TFLite's ActivationFunctionType names, the only values a node's fused activation can have.
 FUSED_ACTIVATION_NAMES = tuple(enum_values(tflite.ActivationFunctionType))
@@ -80,8 +71,8 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     def __init__(self, /, **data: Any) -> None:
-        # A plugin builds these at import time: turn pydantic's report into one typed error
-        # naming the op and the field, instead of an import error with raw validation text.
+        # A plugin builds these at import time or in a hook: turn pydantic's report into one
+        # typed error naming the op and the field, instead of raw validation text.
         try:
             super().__init__(**data)
         except ValidationError as exc:

@@ -36,11 +36,9 @@ Policy (tested in tests/test_plugins.py):
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.metadata
 import importlib.util
-import inspect
 import os
 import sys
 import traceback
@@ -51,13 +49,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pluggy
-from pydantic import ValidationError
-
-from offload import hookspecs
-from offload._capabilities import Capabilities, describe_validation_error
 from offload._delegate import Availability, Delegate, DelegateOptions
 from offload._deprecation import deprecation, renamed_parameter
+from offload._plugin_checks import (
+    _availability,
+    _describe,
+    _new_manager,
+    _validate_delegate,
+    call_hook,
+    declared,
+    register_checked,
+)
 from offload._providers import DelegateProvider
 from offload.errors import (
     CapabilityDeclarationError,
@@ -87,7 +89,6 @@ __all__ = [
 ENTRY_POINT_GROUP = "offload.delegates"
 DISABLE_AUTOLOAD_ENV = "OFFLOAD_DISABLE_PLUGIN_AUTOLOAD"
 PLUGINS_ENV = "OFFLOAD_PLUGINS"
-HOOK_PREFIX = "offload_"
 
 
 @dataclass(frozen=True)
@@ -125,18 +126,6 @@ class PluginRecord:
         self.traceback = "".join(traceback.format_exception(exc))
 
 
-def _describe(exc: BaseException) -> str:
-    """``SystemExit: 3``; the bare type name when the exception carries no message."""
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _new_manager() -> pluggy.PluginManager:
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    return pm
-
-
 class _Registry:
     def __init__(self) -> None:
         self.pm = _new_manager()
@@ -166,127 +155,6 @@ def _distribution_of(ep: importlib.metadata.EntryPoint) -> tuple[str, str]:
     return dist.metadata["Name"] or "?", dist.version or "?"
 
 
-def _validate_delegate(cls: Any, plugin: str) -> type[Delegate]:
-    if not (isinstance(cls, type) and issubclass(cls, Delegate)):
-        raise CapabilityDeclarationError(
-            f"plugin {plugin!r}: offload_register_delegates returned {cls!r}, "
-            "expected a subclass of offload.Delegate"
-        )
-    if not cls.name:
-        raise CapabilityDeclarationError(f"plugin {plugin!r}: {cls.__name__} has an empty name")
-    caps = getattr(cls, "CAPABILITIES", None)
-    if isinstance(caps, Mapping):
-        try:
-            cls.CAPABILITIES = Capabilities.model_validate(caps)
-        except ValidationError as exc:
-            problems = describe_validation_error(exc, caps, "Capabilities")
-            raise CapabilityDeclarationError(
-                f"plugin {plugin!r}: delegate {cls.name!r} declares invalid capabilities: "
-                f"{problems}"
-            ) from None
-    elif not isinstance(caps, Capabilities):
-        raise CapabilityDeclarationError(
-            f"plugin {plugin!r}: delegate {cls.name!r} must declare CAPABILITIES as "
-            f"offload.Capabilities, found {type(caps).__name__}"
-        )
-    if not (isinstance(cls.Options, type) and issubclass(cls.Options, DelegateOptions)):
-        raise CapabilityDeclarationError(
-            f"plugin {plugin!r}: delegate {cls.name!r} Options must subclass "
-            "offload.DelegateOptions"
-        )
-    return cls
-
-
-def _availability(cls: type[Delegate]) -> Availability:
-    """``cls.availability()``, where a probe that fails in any way means "cannot run here"."""
-    try:
-        result = cls.availability()
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # SystemExit from a probe must not end the host either
-        return Availability(False, f"availability check raised {_describe(exc)}")
-    if not isinstance(result, Availability):
-        return Availability(False, f"availability() returned {result!r}, expected Availability")
-    return result
-
-
-def _hook_names() -> list[str]:
-    return sorted(n for n in vars(hookspecs) if n.startswith(HOOK_PREFIX))
-
-
-def register_checked(pm: pluggy.PluginManager, obj: Any, name: str) -> None:
-    """Register ``obj`` as plugin ``name`` with its hooks checked against the hookspecs.
-
-    Raises :class:`PluginHookError` naming the plugin, the hook and the argument; ``obj`` is
-    then not registered.
-    """
-    unmarked = [
-        attr
-        for attr in dir(obj)
-        if attr.startswith(HOOK_PREFIX)
-        and inspect.isroutine(getattr(obj, attr, None))
-        and pm.parse_hookimpl_opts(obj, attr) is None
-    ]
-    if unmarked:
-        raise PluginHookError(
-            f"plugin {name!r}: {', '.join(unmarked)} not marked with @offload.hookimpl "
-            f"(names starting with {HOOK_PREFIX!r} are reserved for hooks; mark the function "
-            "or rename it)"
-        )
-    try:
-        pm.register(obj, name=name)
-    except pluggy.PluginValidationError as exc:
-        # pluggy may have half-registered the plugin before finding the bad hook.
-        if pm.has_plugin(name):
-            pm.unregister(name=name)
-        raise PluginHookError(f"plugin {name!r}: {' '.join(str(exc).split())}") from exc
-    unknown = sorted(
-        caller.name
-        for caller in pm.get_hookcallers(obj) or []
-        if caller.spec is None
-        and any(i.plugin is obj and not i.optionalhook for i in caller.get_hookimpls())
-    )
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        pm.unregister(name=name)
-        if not unknown:
-            raise PluginHookError(f"plugin {name!r}: {' '.join(str(exc).split())}") from exc
-        hints = []
-        for hook in unknown:
-            close = difflib.get_close_matches(hook, _hook_names(), n=1)
-            hints.append(f"{hook!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise PluginHookError(
-            f"plugin {name!r}: unknown hook {', '.join(hints)}; offload's hooks are {_hook_names()}"
-        ) from exc
-
-
-def call_hook(
-    pm: pluggy.PluginManager, plugin: str, hook: str, *, lists: bool = True, **kwargs: Any
-) -> list[Any]:
-    """The results of ``hook`` from plugin ``plugin`` alone, called through pluggy.
-
-    The one way offload calls a hook: per plugin, so that results are attributed to it and an
-    exception is that plugin's alone. Each result, a list or tuple, is flattened; with
-    ``lists=False`` (a hook that returns one object) the results are returned as they are,
-    None left out.
-    """
-    obj = pm.get_plugin(plugin)
-    others = [p for p in pm.get_plugins() if p is not obj]
-    results = pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)
-    if not lists:
-        return list(results)
-    flat: list[Any] = []
-    for result in results:
-        if isinstance(result, (list, tuple)):
-            flat.extend(result)
-        else:
-            raise PluginError(
-                f"plugin {plugin!r}: hook {hook} returned {result!r}, expected a list"
-            )
-    return flat
-
-
 def _providers_of(
     reg: _Registry, record: PluginRecord, found: list[Any], delegates: list[DelegateRecord]
 ) -> list[DelegateProvider]:
@@ -300,15 +168,8 @@ def _providers_of(
     }
     providers = []
     for item in found:
-        try:
-            provider = DelegateProvider.model_validate(item)
-        except ValidationError as exc:
-            problems = describe_validation_error(exc, item, "DelegateProvider")
-            raise CapabilityDeclarationError(
-                f"plugin {record.name!r}: offload_delegate_providers returned an invalid "
-                f"provider: {problems}"
-            ) from None
         where = f"plugin {record.name!r}: offload_delegate_providers"
+        provider = declared(DelegateProvider, item, f"{where} returned an invalid provider")
         if provider.delegate not in mine:
             raise CapabilityDeclarationError(
                 f"{where}: flags for delegate {provider.delegate!r}, expected one of this "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import PositiveInt, field_validator
 
@@ -38,18 +38,7 @@ __version__ = "0.1.0"
 
 # Any tensor type: LiteRT checks its own kernels' types when it prepares the partition, and a
 # partition it refuses goes back to the CPU reference with the usual warning.
-_DTYPES: tuple[DTypeName, ...] = (
-    "float32",
-    "float16",
-    "int8",
-    "uint8",
-    "int16",
-    "int32",
-    "int64",
-    "bool",
-    "complex64",
-    "string",
-)
+_DTYPES: tuple[DTypeName, ...] = get_args(DTypeName)
 _MODEL_TYPES: tuple[ModelType, ...] = ("float32", "float16", "dynamic_range", "int8", "qat")
 
 

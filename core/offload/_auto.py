@@ -1,13 +1,14 @@
 """``delegates="auto"`` and offload's default delegates: which installed delegates run a model
 here, chosen by measurement, remembered, and explained.
 
-**Candidates.** The CPU reference alone; each installed delegate that is available here,
-whose platforms include this one and whose capability for the model's type is not "no",
-alone with CPU fallback; and up to :data:`MAX_PAIRS` priority pairs ``[a, b]`` where ``a``
-leaves nodes on the CPU that ``b`` takes (ranked by the static cost below). Each delegate
-gets its default options, plus the Interpreter's ``num_threads`` when its options have a
-``num_threads`` field, and ``precision_loss_allowed=True`` when precision loss is allowed and
-its options have that field (then that delegate's exact setting is a candidate of its own too).
+**Candidates** (:mod:`offload._auto_candidates`). The CPU reference alone; each installed
+delegate that is available here, whose platforms include this one and whose capability for
+the model's type is not "no", alone with CPU fallback; and up to :data:`MAX_PAIRS` priority
+pairs ``[a, b]`` where ``a`` leaves nodes on the CPU that ``b`` takes (ranked by the static
+cost below). Each delegate gets its default options, plus the Interpreter's ``num_threads``
+when its options have a ``num_threads`` field, and ``precision_loss_allowed=True`` when
+precision loss is allowed and its options have that field (then that delegate's exact
+setting is a candidate of its own too).
 
 **Rejected without timing**, with the reason: a plan that takes no node, a fragmented plan
 (:mod:`offload._plan_cost`: more than 8 partitions, or boundary copies larger than the work),
@@ -27,6 +28,9 @@ to the CPU.
 later interpreter with an equal key takes it without timing, and one whose key differs
 measures again and says which part changed.
 
+**Explained** (:mod:`offload._auto_summary`): ``auto_selection`` gives the winner, why, and a
+row for every candidate, measured or not.
+
 **The default** (no delegate named): the remembered choice for this key where there is one;
 otherwise ``litert`` where it is installed and available (LiteRT applies XNNPACK by default,
 and offload applies LiteRT), else the static rule. Nothing is timed unless asked for.
@@ -35,10 +39,7 @@ and offload applies LiteRT), else the static rule. Nothing is timed unless asked
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,9 +49,16 @@ import numpy as np
 from offload._auto_cache import DecisionStore, Lookup, ModelSource, versions_memo
 from offload._auto_cache import device_identity as _device_identity
 from offload._auto_cache import machine_identity as _machine_identity
+from offload._auto_candidates import (
+    COST_FORMULA,
+    MAX_PAIRS,
+    candidates_among,
+    plan_cost,
+    plan_trials,
+    static_cost,
+)
 from offload._auto_measure import (
     GATE_VERSION,
-    AccuracyPolicy,
     GateInput,
     Trial,
     Unmeasurable,
@@ -58,10 +66,10 @@ from offload._auto_measure import (
     gate_inputs,
     measure,
 )
+from offload._auto_summary import ChoiceReport, cached_summary, default_summary
 from offload._executor import Executor
-from offload._plan import Plan, make_plan
-from offload._plan_cost import fragmentation, plan_figures
 from offload._plugins import delegate_class, list_delegates, list_plugins
+from offload._settings import DEFAULT_BUDGET_S, AutoSettings
 
 if TYPE_CHECKING:
     from offload._delegate import Delegate
@@ -79,51 +87,9 @@ __all__ = [
     "select",
 ]
 
-COST_FORMULA = "cpu_nodes + delegated_nodes / expected_speedup + partitions * partition_overhead"
-DEFAULT_BUDGET_S = 2.0
-MAX_PAIRS = 2
 # Applied by default while no measured choice is stored: LiteRT's own kernels, as LiteRT
 # applies XNNPACK by default.
 DEFAULT_ENGINE = "litert"
-CPU = "cpu"
-
-
-def plan_cost(
-    node_count: int, cpu_nodes: int, partition_sizes: list[int], speedup: float, overhead: float
-) -> float:
-    return cpu_nodes + sum(partition_sizes) / speedup + len(partition_sizes) * overhead
-
-
-def _platform_ok(platforms: tuple[str, ...]) -> bool:
-    return "any" in platforms or any(sys.platform.startswith(p) for p in platforms)
-
-
-@dataclass
-class AutoSettings:
-    """What the Interpreter passes to the choice (all of it is part of a decision's key)."""
-
-    budget_s: float = DEFAULT_BUDGET_S
-    precision_loss_allowed: bool = False
-    num_threads: int | None = None
-    allow_cpu_fallback: bool = True
-    preserve_all_tensors: bool = False
-    max_tensor_bytes: int | None = None
-    cache_dir: str | os.PathLike[str] | None = None
-    use_cache: bool = True
-    # offload.CompiledModel(hardware_accel=...): the kinds of hardware a delegate may compute
-    # on (None: any), whether the CPU reference may run nodes (CPU in the set), and options
-    # for the delegates of each kind and by name (CpuOptions, GpuOptions, vendor options).
-    hardware: tuple[str, ...] | None = None
-    reference_allowed: bool = True
-    kind_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    delegate_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # auto_inputs=: the user's own input sets for the accuracy gate, in the main subgraph's
-    # input order, checked against the model's inputs (offload._auto_inputs).
-    samples: Any = None
-
-    @property
-    def policy(self) -> AccuracyPolicy:
-        return AccuracyPolicy(self.precision_loss_allowed)
 
 
 @dataclass
@@ -134,44 +100,24 @@ class Selection:
     delegates: list[Delegate]
     summary: dict[str, Any]
     executor: Executor | None = None
+    # Per candidate delegate, its reason for each node it left on the CPU in its own plans:
+    # the chosen plan names only the delegates it uses, and a refusal names them all.
+    refusals: dict[str, dict[int, str]] = field(default_factory=dict)
+
+
+def _refusals(trials: Sequence[Trial]) -> dict[str, dict[int, str]]:
+    out: dict[str, dict[int, str]] = {}
+    for trial in trials:
+        if trial.plan is None:
+            continue
+        for delegate, reasons in trial.plan.refusals().items():
+            mine = out.setdefault(delegate, {})
+            for node, reason in reasons.items():
+                mine.setdefault(node, reason)
+    return out
 
 
 # -- candidates ------------------------------------------------------------------------------
-
-
-def _options_for(cls: type[Delegate], settings: AutoSettings, kind: str | None) -> dict[str, Any]:
-    fields = cls.Options.model_fields
-    options: dict[str, Any] = {}
-    if settings.num_threads is not None and "num_threads" in fields:
-        options["num_threads"] = settings.num_threads
-    if settings.precision_loss_allowed and "precision_loss_allowed" in fields:
-        options["precision_loss_allowed"] = True
-    if kind is not None:
-        options.update(
-            (k, v) for k, v in settings.kind_options.get(kind, {}).items() if k in fields
-        )
-    return options
-
-
-def _variants(
-    cls: type[Delegate], settings: AutoSettings
-) -> tuple[list[tuple[str | None, dict[str, Any]]], str]:
-    """(kind, options) for each hardware kind asked for that ``cls`` can run on (one variant
-    of no kind when any hardware goes), or ([], why none) ."""
-    if settings.hardware is None:
-        return [(None, {})], ""
-    variants: list[tuple[str | None, dict[str, Any]]] = []
-    for kind in settings.hardware:
-        try:
-            options = cls.options_for_hardware(kind)
-        except Exception as exc:  # a broken hook must not break the choice
-            return [], f"options_for_hardware({kind!r}) failed: {type(exc).__name__}: {exc}"
-        if options is not None:
-            variants.append((kind, dict(options)))
-    if variants:
-        return variants, ""
-    declared = cls.CAPABILITIES.hardware
-    return [], f"runs on {declared.upper()}, not on {' | '.join(settings.hardware).upper()}"
 
 
 def candidate_delegates(
@@ -179,195 +125,10 @@ def candidate_delegates(
 ) -> tuple[list[Delegate], list[dict[str, Any]], dict[str, Any]]:
     """The installed delegates that may run ``model`` here, each built with its options;
     the others with why not; and every installed delegate's availability (for the key)."""
-    chosen: list[Delegate] = []
-    skipped: list[dict[str, Any]] = []
-    availability: dict[str, Any] = {}
-    for record in list_delegates():
-        availability[record.name] = record.availability.available
-        if not record.availability.available:
-            skipped.append(
-                {"delegate": record.name, "reason": f"unavailable: {record.availability.reason}"}
-            )
-            continue
-        caps = record.cls.CAPABILITIES
-        if not _platform_ok(caps.platforms):
-            reason = f"platform {sys.platform} not in {list(caps.platforms)}"
-            skipped.append({"delegate": record.name, "reason": reason})
-            continue
-        if caps.model_types[model.model_type].support == "no":
-            reason = f"does not support {model.model_type} models"
-            skipped.append({"delegate": record.name, "reason": reason})
-            continue
-        variants, why_not = _variants(record.cls, settings)
-        if why_not:
-            skipped.append({"delegate": record.name, "reason": why_not})
-        extra, why_not = _auto_variants(record.cls)
-        if why_not:
-            skipped.append({"delegate": record.name, "reason": why_not})
-        if settings.precision_loss_allowed and "precision_loss_allowed" in (
-            record.cls.Options.model_fields
-        ):
-            # The exact setting stays a candidate: the fastest exact plan is the floor a
-            # lossy one must beat (OpenVINO in f32 ran a face detector at 0.63x LiteRT's time,
-            # while its bf16 missed the policy).
-            extra.append({"precision_loss_allowed": False})
-        for kind, hardware_options in variants:
-            built: list[dict[str, Any]] = []
-            for extra_options in ({}, *extra):
-                options = {
-                    **_options_for(record.cls, settings, kind),
-                    **hardware_options,
-                    **extra_options,
-                    **settings.delegate_options.get(record.name, {}),
-                }
-                if options in built:
-                    continue  # the user's own options made the variant the plain delegate
-                built.append(options)
-                try:
-                    delegate = record.cls(options)
-                except Exception as exc:  # one broken delegate must not break the choice
-                    reason = f"could not be created: {type(exc).__name__}: {exc}"
-                    if kind is not None:
-                        reason = f"on {kind.upper()}: {reason}"
-                    skipped.append({"delegate": record.name, "reason": reason})
-                    continue
-                found = delegate.capabilities.hardware
-                if kind is not None and found != kind:
-                    reason = (
-                        f"with options {options} it runs on {found.upper()}, not {kind.upper()}"
-                    )
-                    skipped.append({"delegate": record.name, "reason": reason})
-                    continue
-                if extra_options:
-                    _VARIANT_OF[delegate] = extra_options
-                chosen.append(delegate)
-    return chosen, skipped, availability
+    return candidates_among(list_delegates(), model, settings)
 
 
-def _auto_variants(cls: type[Delegate]) -> tuple[list[dict[str, Any]], str]:
-    """The delegate's declared extra option sets (Delegate.auto_variants), or why none."""
-    try:
-        declared = [dict(v) for v in cls.auto_variants()]
-    except Exception as exc:  # a broken hook must not break the choice
-        return [], f"auto_variants() failed: {type(exc).__name__}: {exc}"
-    return [v for v in declared if v], ""
-
-
-def _static_cost(plan: Plan, delegates: Sequence[Delegate]) -> float:
-    by_name = dict(zip(plan.delegates, delegates))
-    cost = float(len(plan.fallback_nodes()))
-    for p in plan.partitions:
-        caps = by_name[p.delegate].capabilities
-        cost += len(p.nodes) / caps.expected_speedup + caps.partition_overhead
-    return cost
-
-
-# The extra options a candidate was built with (Delegate.auto_variants), for its label: two
-# candidates of one delegate are told apart in every report by them.
-_VARIANT_OF: weakref.WeakKeyDictionary[Delegate, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def _label(delegates: Sequence[Delegate]) -> str:
-    return "+".join(_name(d) for d in delegates) or CPU
-
-
-def _name(delegate: Delegate) -> str:
-    variant = _VARIANT_OF.get(delegate)
-    if not variant:
-        return delegate.name
-    return f"{delegate.name}({', '.join(f'{k}={v}' for k, v in sorted(variant.items()))})"
-
-
-def _plan_trial(model: Model, delegates: list[Delegate], settings: AutoSettings) -> Trial:
-    trial = Trial(_label(delegates), delegates)
-    try:
-        trial.plan = make_plan(model, model.main, delegates)
-    except Exception as exc:  # a broken delegate hook must not break the choice
-        trial.status, trial.reason = "rejected", f"planning failed: {type(exc).__name__}: {exc}"
-        return trial
-    plan = trial.plan
-    if not delegates:
-        return trial
-    taken = {p.delegate for p in plan.partitions}
-    idle = [name for name in plan.delegates if name not in taken]
-    if idle:
-        why = plan.model_rejections.get(idle[0]) or "it takes no node of this model"
-        trial.status, trial.reason = "rejected", f"{idle[0]} takes no node: {why}"
-        return trial
-    fragmented = fragmentation(plan)
-    if fragmented:
-        trial.status, trial.reason = "rejected", f"fragmented plan: {fragmented}"
-        return trial
-    fallback = plan.fallback_nodes()
-    if fallback and not settings.allow_cpu_fallback:
-        trial.status = "rejected"
-        trial.reason = f"leaves {len(fallback)} node(s) on the CPU, and allow_cpu_fallback=False"
-    return trial
-
-
-def plan_trials(
-    model: Model, delegates: Sequence[Delegate], settings: AutoSettings
-) -> tuple[Trial, list[Trial]]:
-    """The reference's trial and every other candidate's, planned (rejected ones marked)."""
-    reference = _plan_trial(model, [], settings)
-    singles = [_plan_trial(model, [d], settings) for d in delegates]
-    viable = [t for t in singles if t.status != "rejected"]
-    pairs: list[tuple[float, Trial]] = []
-    for first in viable:
-        assert first.plan is not None
-        left = set(first.plan.fallback_nodes())
-        if not left:
-            continue
-        for second in viable:
-            if second is first:
-                continue
-            other = second.delegates[0]
-            if other.name == first.delegates[0].name:
-                continue  # two settings of one delegate: a plan names delegates by name
-            nodes = first.plan.subgraph.nodes
-            if not any(_takes(other, nodes[n], first.plan) for n in left):
-                continue
-            pair = _plan_trial(model, [first.delegates[0], other], settings)
-            if pair.status != "rejected" and pair.plan is not None:
-                pairs.append((_static_cost(pair.plan, pair.delegates), pair))
-    pairs.sort(key=lambda item: item[0])
-    return reference, singles + [t for _, t in pairs[:MAX_PAIRS]]
-
-
-def _takes(delegate: Delegate, node: Any, plan: Plan) -> bool:
-    try:
-        return delegate.is_node_supported(node, plan.subgraph) is None
-    except Exception:
-        return False
-
-
-def _row(trial: Trial) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "label": trial.label,
-        "delegates": [d.name for d in trial.delegates],
-        "status": trial.status,
-        "reason": trial.reason,
-    }
-    if trial.plan is not None:
-        f = plan_figures(trial.plan)
-        row.update(
-            partitions=f.partitions,
-            delegated_nodes=f.delegated_nodes,
-            cpu_nodes=f.cpu_nodes,
-            bytes_copied_per_invoke=f.bytes_copied,
-            static_cost=_static_cost(trial.plan, trial.delegates),
-        )
-    if trial.prepare_s is not None or trial.first_s is not None:
-        row.update(trial.timing())
-    if trial.error is not None:
-        row["error"] = dict(trial.error)
-        row["error_by_input"] = {k: dict(v) for k, v in trial.error_by_input.items()}
-    if trial.notes:
-        row["warnings"] = trial.notes[:5]
-    return row
-
-
-# -- the static rule ----------------------------------------------------------------------------
+# -- the static rule -----------------------------------------------------------------------------
 
 
 def _static_choice(
@@ -378,7 +139,7 @@ def _static_choice(
     for trial in trials:
         if trial.status == "rejected" or trial.plan is None or len(trial.delegates) != 1:
             continue
-        cost = _static_cost(trial.plan, trial.delegates)
+        cost = static_cost(trial.plan, trial.delegates)
         if cost < best_cost:
             best, best_cost = trial, cost
     reason = f"lowest estimated cost ({best_cost:g}; the CPU alone costs {n}) by the static rule"
@@ -401,64 +162,12 @@ def _static_selection(
     for trial in (reference, *trials):
         if trial.status != "rejected":
             trial.status = "chosen" if trial is best else "not chosen"
-    summary = _summary(
-        "static",
-        best,
-        f"{why}; {reason}" if why else reason,
-        reference,
-        trials,
-        skipped,
-        settings,
-        started,
-        lookup,
-    )
-    return Selection(best.delegates, summary)
+    report = ChoiceReport(reference, trials, skipped, settings, started, lookup)
+    summary = report.summary("static", best, f"{why}; {reason}" if why else reason)
+    return Selection(best.delegates, summary, refusals=_refusals(trials))
 
 
-def _summary(
-    mode: str,
-    best: Trial,
-    reason: str,
-    reference: Trial,
-    trials: Sequence[Trial],
-    skipped: list[dict[str, Any]],
-    settings: AutoSettings,
-    started: float,
-    lookup: Lookup | None,
-    measure_s: float | None = None,
-    gate: Sequence[GateInput] = (),
-) -> dict[str, Any]:
-    candidates = [_row(t) for t in (reference, *trials)]
-    prepared = [t.prepare_s for t in (reference, *trials) if t.prepare_s is not None]
-    return {
-        "mode": mode,
-        "chosen": [d.name for d in best.delegates] or [CPU],
-        "label": best.label,
-        "reason": reason,
-        "from_cache": False,
-        "cache": lookup.summary() if lookup is not None else {"status": "not used"},
-        "budget_s": settings.budget_s,
-        "measure_s": measure_s,
-        "prepare_s": sum(prepared) if prepared else None,
-        "choosing_s": time.perf_counter() - started,
-        "accuracy": settings.policy.describe(),
-        "gate": _gate_summary(settings, gate),
-        "candidates": candidates,
-        "skipped": skipped,
-        "formula": COST_FORMULA,
-    }
-
-
-def _gate_summary(settings: AutoSettings, gate: Sequence[GateInput]) -> dict[str, Any]:
-    return {
-        "version": GATE_VERSION,
-        "inputs": [g.name for g in gate],
-        "samples": len(settings.samples or ()),
-        "statistic": (
-            "worst case: a candidate is kept only if it agrees on every input set; its error "
-            "is the largest over the sets"
-        ),
-    }
+# -- the key ------------------------------------------------------------------------------------
 
 
 def _samples_digest(samples: Sequence[Sequence[np.ndarray]]) -> str | None:
@@ -471,9 +180,6 @@ def _samples_digest(samples: Sequence[Sequence[np.ndarray]]) -> str | None:
             digest.update(f"{a.dtype.str}{a.shape}".encode())
             digest.update(np.ascontiguousarray(a).tobytes())
     return digest.hexdigest()[:32]
-
-
-# -- the key ------------------------------------------------------------------------------------
 
 
 def _distributions() -> dict[str, str]:
@@ -580,27 +286,12 @@ def select(
                 )
             else:
                 store.refresh_memos(source, memo)
-                return Selection(chosen, _cached_summary(lookup, settings, started))
+                return Selection(chosen, cached_summary(lookup, settings, started))
     if default:
         return _default_selection(model, settings, started, lookup, delegates)
     return _measured_selection(
         model, shapes, settings, started, lookup, delegates, skipped, store, source, key, memo
     )
-
-
-def _cached_summary(lookup: Lookup, settings: AutoSettings, started: float) -> dict[str, Any]:
-    record = lookup.record or {}
-    stored = dict(record.get("summary") or {})
-    stored.update(
-        mode="cached",
-        from_cache=True,
-        cache=lookup.summary(),
-        choosing_s=time.perf_counter() - started,
-        measured_choosing_s=stored.get("choosing_s"),
-        stored_at=record.get("stored_at"),
-        budget_s=settings.budget_s,
-    )
-    return stored
 
 
 def _default_selection(
@@ -615,20 +306,7 @@ def _default_selection(
     if engine is None:
         reason = f"{DEFAULT_ENGINE} is not installed or not available here"
         return _static_selection(model, settings, started, lookup, f"{why}; {reason}")
-    summary = {
-        "mode": "default",
-        "chosen": [engine.name],
-        "label": engine.name,
-        "reason": (
-            f"{why}; {engine.name} is installed, so it applies, as LiteRT applies XNNPACK by "
-            'default (delegates="auto" measures and remembers the fastest)'
-        ),
-        "from_cache": False,
-        "cache": lookup.summary() if lookup is not None else {"status": "not used"},
-        "budget_s": settings.budget_s,
-        "choosing_s": time.perf_counter() - started,
-        "candidates": [],
-    }
+    summary = default_summary(engine, why, settings, started, lookup)
     return Selection([engine], summary)
 
 
@@ -646,11 +324,12 @@ def _measured_selection(
     memo: dict[str, Any],
 ) -> Selection:
     reference, trials = plan_trials(model, delegates, settings)
+    report = ChoiceReport(reference, trials, skipped, settings, started, lookup)
     # The most promising first by the static estimate: when the budget runs out on a large
     # model, the candidates left unmeasured are the least likely to have won.
     candidates = sorted(
         (t for t in trials if t.status != "rejected" and t.plan is not None),
-        key=lambda t: _static_cost(t.plan, t.delegates),  # type: ignore[arg-type]
+        key=lambda t: static_cost(t.plan, t.delegates),  # type: ignore[arg-type]
     )
     if not candidates:
         reference.status = "chosen"
@@ -659,19 +338,10 @@ def _measured_selection(
             if not trials
             else ("every candidate was rejected before timing")
         )
-        summary = _summary(
-            "measured",
-            reference,
-            f"{why}; the CPU reference runs the model",
-            reference,
-            trials,
-            skipped,
-            settings,
-            started,
-            lookup,
-            0.0,
+        summary = report.summary(
+            "measured", reference, f"{why}; the CPU reference runs the model", 0.0
         )
-        return Selection([], summary)
+        return Selection([], summary, refusals=_refusals(trials))
     policy = settings.policy
 
     def make_executor(trial: Trial) -> Executor:
@@ -703,19 +373,8 @@ def _measured_selection(
         for t in (reference, *trials):
             t.release()
         reference.status = "measured"
-        summary = _summary(
-            "measured",
-            reference,
-            "no candidate of the hardware asked for ran and agreed with the CPU reference",
-            reference,
-            trials,
-            skipped,
-            settings,
-            started,
-            lookup,
-            spent,
-            gate,
-        )
+        why = "no candidate of the hardware asked for ran and agreed with the CPU reference"
+        summary = report.summary("measured", reference, why, spent, gate)
         return Selection([], summary)
     best = min(measured, key=lambda t: t.median_s or 0.0)
     for t in measured:
@@ -735,9 +394,7 @@ def _measured_selection(
             f"reference on all {len(gate)} input sets: {1e3 * (best.median_s or 0.0):.3g} ms "
             f"against the reference's {ref_ms:.3g} ms"
         )
-    summary = _summary(
-        "measured", best, reason, reference, trials, skipped, settings, started, lookup, spent, gate
-    )
+    summary = report.summary("measured", best, reason, spent, gate)
     if store is not None and key:
         record = {
             "chosen": [
@@ -750,4 +407,4 @@ def _measured_selection(
         summary["cache"]["stored"] = store.save(source, key, record, memo)
     executor = best.executor
     best.release()
-    return Selection(best.delegates, summary, executor)
+    return Selection(best.delegates, summary, executor, _refusals(trials))

@@ -66,22 +66,36 @@ class Plan:
     def nodes_of(self, delegate: str) -> list[int]:
         return [n for p in self.partitions if p.delegate == delegate for n in p.nodes]
 
-    def fallback_summary(self) -> dict[str, dict[str, Any]]:
-        """Per op left on the CPU: how many nodes, and each delegate's reasons with node lists."""
-        summary: dict[str, dict[str, Any]] = {}
-        nodes = self.subgraph.nodes
+    def refusals(self) -> dict[str, dict[int, str]]:
+        """Per delegate of the plan, in priority order: the reason it gave for each node left
+        on the CPU (its whole-model rejection, where it rejected the model)."""
+        out: dict[str, dict[int, str]] = {d: {} for d in self.delegates}
         for n in self.fallback_nodes():
-            node = nodes[n]
-            key = node.op_name
-            entry = summary.setdefault(key, {"count": 0, "reasons": {}})
-            entry["count"] += 1
             for delegate in self.delegates:
                 reason = self.model_rejections.get(delegate) or self.node_reasons.get(
                     delegate, {}
                 ).get(n)
                 if reason:
-                    by_reason = entry["reasons"].setdefault(delegate, {})
-                    by_reason.setdefault(reason, []).append(n)
+                    out[delegate][n] = reason
+        return out
+
+    def fallback_summary(
+        self, refusals: dict[str, dict[int, str]] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Per op left on the CPU: how many nodes, and each delegate's reasons with node lists.
+
+        ``refusals`` (delegate -> node -> reason) stands for the plan's own :meth:`refusals`:
+        what delegates said of these nodes in other plans of the model (auto's candidates)."""
+        by_delegate = self.refusals() if refusals is None else refusals
+        summary: dict[str, dict[str, Any]] = {}
+        nodes = self.subgraph.nodes
+        for n in self.fallback_nodes():
+            entry = summary.setdefault(nodes[n].op_name, {"count": 0, "reasons": {}})
+            entry["count"] += 1
+            for delegate, reasons in by_delegate.items():
+                reason = reasons.get(n)
+                if reason:
+                    entry["reasons"].setdefault(delegate, {}).setdefault(reason, []).append(n)
         return summary
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from offload._auto import DEFAULT_BUDGET_S, AutoSettings, select
+from offload._auto import select
 from offload._auto_cache import ModelSource
 from offload._delegate import Delegate
 from offload._plugins import list_delegates, load_delegate
+from offload._settings import DEFAULT_BUDGET_S, AutoSettings
 
 if TYPE_CHECKING:
     from offload._executor import Executor
@@ -82,6 +83,8 @@ class DelegateSelection:
         self.settings = settings
         self.model_path = model_path
         self.summary: dict[str, Any] | None = None
+        # What each candidate of an auto or default choice refused, node by node (Selection).
+        self.refusals: dict[str, dict[int, str]] = {}
         named: list[Delegate] = list(experimental_delegates or [])
         for d in named:
             if not isinstance(d, Delegate):
@@ -176,6 +179,7 @@ class DelegateSelection:
             return executor
         self.delegates = list(selection.delegates)
         self.summary = selection.summary
+        self.refusals = selection.refusals
         self.source = self.source or {
             "cached": "cache",
             "default": "litert",

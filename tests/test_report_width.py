@@ -9,8 +9,8 @@ import pytest
 
 import offload
 from offload._cli import main
-from offload.tools._check import _print_auto
-from offload.tools._common import TEXT_WIDTH, fit_table
+from offload._formatting import TEXT_WIDTH, fit_table
+from offload._report_text import render_auto
 
 FIXTURE = Path(__file__).parent / "fixtures" / "small_cnn_float32.tflite"
 AUTO = ["check", str(FIXTURE), "--delegate", "auto", "--auto_budget_s", "0.2"]
@@ -54,7 +54,7 @@ def test_check_fallback_reasons_fit_100_columns(capsys: pytest.CaptureFixture[st
     assert _too_wide(out) == []
 
 
-def test_auto_report_wraps_long_reasons_and_labels(capsys: pytest.CaptureFixture[str]):
+def test_auto_report_wraps_long_reasons_and_labels():
     """Long reasons, a long plan label and many changed settings: every line fits, and the
     label is still printed whole (in the table's legend)."""
     label = "gpu_opencl(precision_loss_allowed=True)+litert(accelerator=gpu, kernels=builtin)"
@@ -95,8 +95,7 @@ def test_auto_report_wraps_long_reasons_and_labels(capsys: pytest.CaptureFixture
         "candidates": [candidate, {**candidate, "label": "cpu", "status": "measured"}],
         "skipped": [{"delegate": "coreml", "reason": reason}],
     }
-    _print_auto(auto)
-    out = capsys.readouterr().out
+    out = render_auto(auto)
     assert _too_wide(out) == []
     assert f"[1] {label}" in out
     assert "and 3 more (--json lists them all)" in out

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from offload._formatting import format_table, wrap_text
 from offload._interpreter import Interpreter
 from offload._plugins import list_delegates, load_delegate
+from offload._report_text import render_auto
 from offload._seeded_inputs import GATE_FAMILIES, draw_inputs, input_specs
 from offload.model.builder import ModelBuilder
 
@@ -218,23 +220,17 @@ def _run_configs(
 
 def _say(text: str) -> None:
     """A paragraph of the demo's output, in lines as wide as offload check's."""
-    from offload.tools._common import wrap_text
-
     print(wrap_text(text))
 
 
 def _print_rows(rows: list[list[str]]) -> None:
-    from offload.tools._common import format_table
-
     headers = ["run on", "init ms", "median ms", "time vs cpu", "nodes delegated", "max |diff|"]
     print()
     print(format_table(headers, rows, "  "))
 
 
 def _print_choice(auto: dict[str, Any], source: dict[str, Any], cache: str) -> None:
-    from offload.tools._check import _print_auto
-
-    _print_auto(auto)
+    print(render_auto(auto))
     start = time.perf_counter()
     again = Interpreter(**source, delegates="auto", auto_cache_dir=cache)
     again.allocate_tensors()

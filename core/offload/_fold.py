@@ -8,24 +8,27 @@ constant (``Tensor.data`` set, float32 for dequantized weights), and the folding
 neither offered to delegates nor planned into partitions. Node and tensor indices do not
 change: they are LiteRT's.
 
-Not folded (left to the interpreter, which runs them once at ``allocate_tensors`` and again
-after ``reset_all_variables``): outputs that are variables, or that a stateful op updates in
-place (an LSTM state dequantized from float16 zeros carries over between invokes).
+Not folded (left to the interpreter, which runs them with :func:`fold_state` once at
+``allocate_tensors`` and again after ``reset_all_variables``): outputs that are variables, or
+that a stateful op updates in place (an LSTM state dequantized from float16 zeros carries over
+between invokes).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from offload._graph import Subgraph, Tensor
-from offload.errors import OffloadError
+from offload.errors import OffloadError, OpExecutionError
 from offload.ops import kernel_class
+from offload.ops._base import OpKernel
 
-__all__ = ["FOLDABLE_OPS", "Folding", "fold_constants", "state_tensors"]
+__all__ = ["FOLDABLE_OPS", "Folding", "fold_constants", "fold_state", "state_tensors"]
 
 FOLDABLE_OPS = frozenset({"DEQUANTIZE", "DENSIFY"})
 
@@ -43,10 +46,10 @@ class Folding:
         return tuple(t for n in self.nodes for t in self.subgraph.nodes[n].outputs if t >= 0)
 
 
-def state_tensors(subgraph: Subgraph) -> set[int]:
-    """Tensors some node updates in place (see ``OpKernel.state_inputs``)."""
+def state_tensors(subgraph: Subgraph, nodes: Iterable[int] | None = None) -> set[int]:
+    """Tensors that these nodes (all by default) update in place (``OpKernel.state_inputs``)."""
     found: set[int] = set()
-    for node in subgraph.nodes:
+    for node in subgraph.nodes if nodes is None else (subgraph.nodes[n] for n in nodes):
         try:
             positions = kernel_class(node).state_inputs(node.options)
         except OffloadError:
@@ -118,3 +121,35 @@ def fold_constants(subgraph: Subgraph, max_tensor_bytes: int | None = None) -> F
     for index, value in folded.items():
         replaced[index] = dataclasses.replace(tensors[index], data=value)
     return Folding(dataclasses.replace(subgraph, tensors=tuple(replaced)), tuple(nodes))
+
+
+def fold_state(
+    subgraph: Subgraph,
+    nodes: Iterable[int],
+    kernel_of: Callable[[int], OpKernel],
+    buffers: Sequence[np.ndarray | None],
+    folded: dict[int, np.ndarray],
+    folded_nodes: set[int],
+) -> None:
+    """Run the DEQUANTIZE / DENSIFY of constants that :func:`fold_constants` left, those of
+    ``nodes`` not in ``folded_nodes`` yet, into ``folded`` (once per reset).
+
+    These are the ones whose outputs are state: LiteRT evaluates them once into a
+    persistent buffer that a stateful op (an LSTM state dequantized from float16 zeros)
+    then updates in place across invokes, until reset_all_variables starts it over.
+    """
+    for index in nodes:  # in file order, so a chain reads what it just made
+        if index in folded_nodes:
+            continue
+        node = subgraph.nodes[index]
+        kernel = kernel_of(node.index)
+        args = [folded.get(i, buffers[i]) if i >= 0 else None for i in node.inputs]
+        try:
+            result = kernel.run(*args)
+        except OpExecutionError as exc:
+            exc.add_note("while folding constants at allocate_tensors")
+            raise
+        values = [result] if isinstance(result, np.ndarray) else list(result)
+        for t, value in zip(node.outputs, values):
+            folded[t] = np.array(value, copy=True)
+        folded_nodes.add(node.index)

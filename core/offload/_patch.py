@@ -40,11 +40,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-
 from offload import compiled_model as _compiled_api
 from offload import interpreter as _litert_api
 from offload._delegate import Delegate
+from offload._formatting import json_default
 from offload._interpreter import Interpreter
 from offload._plugins import load_delegate, plugin_manager
 from offload.errors import StandInError, StandInImportError, UsageError
@@ -525,16 +524,6 @@ def _install(patch: LiteRTPatch, packages: Sequence[str]) -> None:
 # -- offload run ---------------------------------------------------------------------------------
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
-
-
 def patch_from_environment() -> LiteRTPatch | None:
     """The patch ``offload run`` asked for in :data:`CONFIG_ENV` (None when not set), with the
     report written at exit to the directory it names."""
@@ -570,7 +559,7 @@ def _write_report(patch: LiteRTPatch, directory: Path) -> None:
     # offload run would read as unreadable rather than as missing.
     partial = path.with_name(path.name + ".partial")
     try:
-        partial.write_text(json.dumps(document, default=_json_default))
+        partial.write_text(json.dumps(document, default=json_default))
         os.replace(partial, path)
     except OSError as exc:  # the program's own exit status must not change for a report
         print(f"offload run: could not write the delegation report: {exc}", file=sys.stderr)

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from offload._delegate import Delegate
+from offload._fold import state_tensors
 from offload._graph import Node, Subgraph
 from offload._interpreter import Interpreter
 from offload._loader import load_model
@@ -245,16 +246,6 @@ class _Rerun:
     raised: bool = False
 
 
-def _state_tensors(subgraph: Subgraph) -> set[int]:
-    """Tensors that hold state: variables, and inputs a stateful kernel updates in place.
-    After the run they hold the state the last node left, not what their producer made."""
-    state = {t.index for t in subgraph.tensors if t.is_variable}
-    for node in subgraph.nodes:
-        positions = kernel_class(node).state_inputs(node.options)
-        state.update(node.inputs[p] for p in positions if p < len(node.inputs))
-    return state - {-1}
-
-
 def _rerun_on_reference(node: Node, subgraph: Subgraph, reference: _Run) -> _Rerun:
     """The candidate's CPU kernel for ``node`` fed the reference's inputs."""
     cls = kernel_class(node)
@@ -376,7 +367,13 @@ def diff_per_node(
     cand = _open(candidate, path, inputs, sg, num_threads)
     rerun_possible = isinstance(candidate, str) and candidate == CPU and cand.subgraph is not None
 
-    state = _state_tensors(cand.subgraph) if rerun_possible and cand.subgraph else set()
+    # Variables, and inputs a stateful kernel updates in place: after the run they hold the
+    # state the last node left, not what their producer made.
+    state = (
+        {t.index for t in cand.subgraph.tensors if t.is_variable} | state_tensors(cand.subgraph)
+        if rerun_possible and cand.subgraph
+        else set()
+    )
     rows: list[NodeDiff] = []
     failure_reported: set[int] = set()  # id() of a run whose failing row is already in
     for node in sg.nodes:

@@ -5,7 +5,8 @@ file order, before planning and before any buffer exists. The same pass corrects
 output shapes that the ops contradict, and holds every tensor to the memory budget
 (``max_tensor_bytes``), so a crafted model fails with a typed error naming the tensor
 instead of allocating it. Ops whose output shapes depend on input values are checked
-against the budget at invoke instead, behind :func:`budgeted`.
+against the budget at invoke instead, behind :func:`budgeted`. :class:`HeldShapes` is the
+executor's side: the shapes it holds for the current input shapes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from offload.quant import rescale_limit
 __all__ = [
     "DEFAULT_MAX_TENSOR_BYTES",
     "ConstantOf",
+    "HeldShapes",
     "PropagatedShapes",
     "budgeted",
     "check_rescales",
@@ -76,6 +78,15 @@ def _shapes_str(tensors: Sequence[int], shapes: Sequence[Shape | None]) -> str:
     )
 
 
+def _invalid_inputs(
+    node: Any, exc: Exception, in_shapes: Sequence[Shape | None]
+) -> TensorShapeError:
+    """The error for inputs that a node's shape or scratch rule cannot take."""
+    return TensorShapeError(
+        f"{node.describe()}: {exc} (inputs: {_shapes_str(node.inputs, in_shapes)})"
+    )
+
+
 def check_tensor_size(tensor: Tensor, shape: Shape, max_tensor_bytes: int | None) -> None:
     """Raise where ``shape`` is negative, or would take ``tensor`` past the memory budget."""
     if any(d < 0 for d in shape):
@@ -93,6 +104,15 @@ def check_tensor_size(tensor: Tensor, shape: Shape, max_tensor_bytes: int | None
             f"{max_tensor_bytes:,}; pass a larger max_tensor_bytes (or None) to the "
             "Interpreter if this model really needs it"
         )
+
+
+def _shapes_at(subgraph: Subgraph, input_shapes: Sequence[Shape]) -> list[Shape]:
+    """The declared shapes, but the inputs' (in ``subgraph.inputs`` order): where
+    :func:`propagate_shapes` starts for these input shapes."""
+    shapes: list[Shape] = [t.shape for t in subgraph.tensors]
+    for i, shape in zip(subgraph.inputs, input_shapes):
+        shapes[i] = shape
+    return shapes
 
 
 def propagate_shapes(
@@ -132,9 +152,7 @@ def propagate_shapes(
         try:
             inferred = cls.output_shapes(ShapeContext(node, in_shapes, constant))
         except _INVALID_INPUT as exc:
-            raise TensorShapeError(
-                f"{node.describe()}: {exc} (inputs: {_shapes_str(node.inputs, in_shapes)})"
-            ) from exc
+            raise _invalid_inputs(node, exc, in_shapes) from exc
         if inferred is None or any(shape is None for shape in inferred):
             value_shaped.add(node.index)
         if inferred is None:
@@ -151,9 +169,7 @@ def propagate_shapes(
             try:
                 need = cls.scratch_bytes(ctx, inferred)  # type: ignore[arg-type]
             except _INVALID_INPUT as exc:
-                raise TensorShapeError(
-                    f"{node.describe()}: {exc} (inputs: {_shapes_str(node.inputs, in_shapes)})"
-                ) from exc
+                raise _invalid_inputs(node, exc, in_shapes) from exc
             scratch[node.index] = need
             if max_tensor_bytes is not None and need > max_tensor_bytes:
                 raise MemoryBudgetError(
@@ -257,3 +273,77 @@ def budgeted(
         return kernel.run(*args, **kwargs)
 
     return run
+
+
+class HeldShapes:
+    """The executor's shapes: the declared ones corrected once, every tensor's at the current
+    input shapes, and the tensors whose shapes only a run settles. A part of
+    :class:`offload._executor.Executor` (a base class of it), with the state it keeps."""
+
+    if TYPE_CHECKING:  # the executor's, read here
+        subgraph: Subgraph
+        shapes: list[Shape]
+        folded: dict[int, np.ndarray]
+        max_tensor_bytes: int | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Declared output shapes the ops contradict, replaced by the computed ones in
+        # ``self.subgraph`` before anything plans or allocates (see _correct_declared_shapes).
+        self.shape_corrections: list[dict[str, Any]] | None = None
+        # Nodes whose output shapes depend on input values (a FILL of a computed size): their
+        # shapes, and so the memory budget, are checked on every invoke before they run.
+        self.value_shaped: set[int] = set()
+        # Node -> bytes of temporaries its CPU kernel makes at these shapes (scratch_bytes).
+        self.scratch: dict[int, int] = {}
+        # (input shapes, the tensors only a run can shape at them): see _runtime_shaped.
+        self._unknown_at: tuple[tuple[Shape, ...], set[int]] | None = None
+
+    def _constant_of(self, t: int) -> np.ndarray | None:
+        if t in self.folded:
+            return self.folded[t]
+        tensor = self.subgraph.tensors[t]
+        if not tensor.is_constant or tensor.sparsity is not None or tensor.dtype.kind == "O":
+            return None
+        return tensor.constant_value()
+
+    def _correct_declared_shapes(self) -> None:
+        """Replace declared output shapes that the ops contradict, once, before planning,
+        in the subgraph everything downstream gets; ``delegation_report()`` lists them."""
+        if self.shape_corrections is not None:
+            return
+        self.subgraph, self.shape_corrections = correct_declared_shapes(
+            self.subgraph, self._constant_of, self.max_tensor_bytes
+        )
+
+    def _infer_shapes(self) -> None:
+        """Every tensor's shape for the current input shapes, held to the memory budget."""
+        self._correct_declared_shapes()
+        sg = self.subgraph
+        start = _shapes_at(sg, [self.shapes[i] for i in sg.inputs])
+        propagated = propagate_shapes(sg, start, self._constant_of, self.max_tensor_bytes)
+        self.shapes = propagated.shapes
+        # What _runtime_shaped would compute again for these input shapes; the CPU kernels
+        # are told it at every allocate (see Executor._cpu_kernel).
+        self._unknown_at = (tuple(self.shapes[i] for i in sg.inputs), propagated.unknown)
+        self.value_shaped = propagated.value_shaped
+        self.scratch = propagated.scratch
+
+    def _runtime_shaped(self) -> set[int]:
+        """The tensors whose shapes are unknown until invoke at the current input shapes
+        (:func:`propagate_shapes`' ``unknown``: outputs of ops whose shapes depend on values
+        or that have no shape rule, and all computed from them).
+
+        Kept for these input shapes, from allocate_tensors' own pass (the CPU kernels hold
+        their outputs to the other tensors' shapes); computed again (0.2-3 ms on the public
+        models) only when a delegate's output differs from the shape held for it after the
+        input shapes changed, which the hot path does not pay.
+        """
+        sg = self.subgraph
+        key = tuple(self.shapes[i] for i in sg.inputs)
+        held = self._unknown_at
+        if held is not None and held[0] == key:
+            return held[1]
+        unknown = propagate_shapes(sg, _shapes_at(sg, key), self._constant_of, None).unknown
+        self._unknown_at = (key, unknown)
+        return unknown

@@ -506,11 +506,11 @@ def _safe(text: str) -> str:
 def _partition_maps(report: SweepReport, folder: Path) -> None:
     """``offload check --html`` for every model and configuration that ran, in ``folder``."""
     from offload._loader import load_model
+    from offload._plan_report import plan_report
 
-    # The maps are the pages of ``offload check --html``, which the command line's check
-    # builds; imported when a report asks for them, so that importing the library does not
-    # load the command line.
-    from offload.tools._check import collect
+    # The maps are the pages of ``offload check --html``, which the command line draws;
+    # imported when a report asks for them, so that importing the library does not load the
+    # command line.
     from offload.tools._common import build_delegates
     from offload.tools._graph_draw import plan_html
 
@@ -523,7 +523,7 @@ def _partition_maps(report: SweepReport, folder: Path) -> None:
         try:
             model = models.get(r.model) or models.setdefault(r.model, load_model(r.model))
             choices = build_delegates(r.delegates, allow_unavailable=True)
-            check, plan = collect(r.model, model, choices)
+            check, plan = plan_report(r.model, model, choices)
             unavailable = {
                 n: d["reason"] for n, d in check["plan"]["delegates"].items() if not d["available"]
             }

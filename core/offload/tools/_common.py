@@ -8,7 +8,6 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +16,16 @@ import numpy as np
 from offload._config_spec import CPU_CHOICE, ConfigSpec, parse_config_spec
 from offload._delegate import Delegate
 from offload._extras import require_extra
-from offload._formatting import format_table, json_safe
+from offload._formatting import (
+    TEXT_WIDTH,
+    fit_table,
+    format_error,
+    format_table,
+    json_default,
+    json_safe,
+    wrap_text,
+)
+from offload._plan_report import DelegateChoice
 from offload._plugins import (
     _availability,
     _external_delegate_class,
@@ -52,6 +60,9 @@ __all__ = [
     "fmt_g",
     "format_table",
     "format_error",
+    "fit_table",
+    "wrap_text",
+    "TEXT_WIDTH",
     "latency_stats",
     "random_inputs",
     "INPUT_KINDS",
@@ -145,16 +156,6 @@ def requested_delegates(args: argparse.Namespace) -> list[tuple[str, dict[str, A
         else:
             chosen.append((name, options))
     return chosen
-
-
-@dataclass
-class DelegateChoice:
-    """A requested delegate: the object (built even if unavailable) and whether it can run here."""
-
-    name: str
-    delegate: Delegate
-    available: bool
-    reason: str = ""
 
 
 def _delegate_class_for(name: str) -> type[Delegate]:
@@ -267,20 +268,8 @@ def progress(items: Iterable[T], *, total: int | None, desc: str, enabled: bool)
 # -- output -------------------------------------------------------------------------------
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, Path):
-        return str(value)
-    return str(value)
-
-
 def print_json(data: Any) -> None:
-    print(json.dumps(json_safe(data), indent=2, default=_jsonable, allow_nan=False))
+    print(json.dumps(json_safe(data), indent=2, default=json_default, allow_nan=False))
 
 
 def fmt_g(value: float) -> str:
@@ -305,60 +294,3 @@ def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
         "p50": float(np.percentile(us, 50)),
         "p90": float(np.percentile(us, 90)),
     }
-
-
-def format_error(error: dict[str, float] | None) -> str:
-    """A candidate's measured error (worst over auto's input sets) as tables show it: relative
-    and steps, and classifier rows whose top-1 changed; the reference itself (no figure)
-    blank."""
-    if not error:
-        return "" if error is None else "0"
-    parts = []
-    if "relative" in error:
-        parts.append(f"{error['relative']:.1e} rel")
-    if "steps" in error:
-        parts.append(f"{error['steps']:g} steps")
-    if error.get("top1_changes"):
-        parts.append(f"top-1 changed x{error['top1_changes']:g}")
-    return ", ".join(parts) or "0"
-
-
-# -- text width ------------------------------------------------------------------------------
-
-# Text reports fit a terminal of this many columns: a longer line wraps in the terminal and
-# breaks the indentation that groups a report's lines.
-TEXT_WIDTH = 100
-
-
-def wrap_text(text: str, indent: str = "", hanging: str = "    ", width: int = TEXT_WIDTH) -> str:
-    """``text`` in lines of at most ``width`` characters: the first after ``indent``, the
-    others after ``indent + hanging``. A word longer than a line (a path) stays whole, so it
-    can still be copied."""
-    import textwrap  # appended helper: the module's imports are shared by many hands
-
-    return textwrap.fill(
-        text,
-        width=width,
-        initial_indent=indent,
-        subsequent_indent=indent + hanging,
-        break_long_words=False,
-        break_on_hyphens=False,  # "uniform(-1,1)", "litert+openvino": not break points
-    )
-
-
-def fit_table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[Any]],
-    indent: str = "",
-    width: int = TEXT_WIDTH,
-) -> str:
-    """:func:`format_table`, kept a table: where a row would be wider than ``width``, the
-    first column's cells (long names) become ``[1]``, ``[2]``... and are listed under it
-    (wrapped: textwrap turns a name's newlines into spaces, so none starts a line of its own)."""
-    rows = [list(r) for r in rows]
-    text = format_table(headers, rows, indent)
-    if not rows or max(len(line) for line in text.splitlines()) <= width:
-        return text
-    keyed = [[f"[{i}]", *row[1:]] for i, row in enumerate(rows, 1)]
-    legend = [wrap_text(f"[{i}] {row[0]}", indent, "    ", width) for i, row in enumerate(rows, 1)]
-    return "\n".join([format_table(headers, keyed, indent), *legend])

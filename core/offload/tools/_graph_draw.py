@@ -14,6 +14,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
+from offload._formatting import node_ranges
 from offload._graph import Subgraph
 from offload._plan import Plan
 
@@ -340,7 +341,7 @@ def plan_html(report: dict[str, Any], plan: Plan, unavailable: dict[str, str] | 
         (
             p["index"],
             p["delegate"],
-            _ranges(p["nodes"]),
+            node_ranges(p["nodes"]),
             len(p["inputs"]),
             len(p["outputs"]),
             p["bytes_copied_per_invoke"],
@@ -362,7 +363,7 @@ def plan_html(report: dict[str, Any], plan: Plan, unavailable: dict[str, str] | 
             f"{len(r['nodes'])} of {f['count']}",
             r["delegate"],
             r["reason"],
-            _ranges(r["nodes"]),
+            node_ranges(r["nodes"]),
         )
         for f in report["fallback"]
         for r in (
@@ -384,17 +385,3 @@ def plan_html(report: dict[str, Any], plan: Plan, unavailable: dict[str, str] | 
     parts.append(plan_svg(plan, unavailable))
     parts.append("</div></body></html>")
     return "\n".join(parts)
-
-
-def _ranges(nodes: Sequence[int]) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``0-2, 5, 7-8``."""
-    out: list[str] = []
-    items = sorted(nodes)
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
-            j += 1
-        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
-        i = j + 1
-    return ", ".join(out)

@@ -13,7 +13,7 @@ from offload._capabilities import (
     ModelTypeSupport,
     OpCapability,
 )
-from offload._compiled_model import CompiledModel, TensorBuffer
+from offload._compiled_model import CompiledModel
 from offload._compiled_options import HardwareAccelerator
 from offload._delegate import (
     Availability,
@@ -42,6 +42,7 @@ from offload._plugins import list_delegates, list_plugins, load_delegate, reload
 from offload._providers import DelegateFlag, DelegateProvider
 from offload._signature_runner import SignatureRunner
 from offload._sweep import SweepReport, SweepRow, SweepShard, sweep
+from offload._tensor_buffer import TensorBuffer
 from offload.hookspecs import hookimpl
 
 __version__ = "0.1.0"

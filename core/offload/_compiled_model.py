@@ -14,10 +14,8 @@ invoke, and copy each output into its buffer.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from offload._auto import AutoSettings, candidate_delegates
 from offload._compiled_options import (
     HardwareAccelerator,
     Options,
@@ -34,254 +31,38 @@ from offload._compiled_options import (
     translate,
 )
 from offload._executor import Executor
+from offload._formatting import wrap_text
 from offload._graph import Model
 from offload._interpreter import Interpreter, interpreter_over
 from offload._loader import load_model
-from offload._plan import make_plan
+from offload._plan_report import fallback_rows
+from offload._report_text import fallback_lines
 from offload._selection import budget_from
 from offload._session import Session
+from offload._settings import AutoSettings
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._signature_runner import check_signature
+from offload._tensor_buffer import (
+    DTYPE_NAMES,
+    HOST_MEMORY,
+    Environment,
+    TensorBuffer,
+    bound_array,
+    check_writable,
+)
 from offload.errors import (
     CpuFallbackError,
     InterpreterStateError,
     NoTensorValueError,
-    ReadOnlyBufferError,
     SignatureError,
     TensorShapeError,
-    TensorTypeError,
     UsageError,
 )
 
-__all__ = [
-    "PLACEHOLDER_SIGNATURE",
-    "CompiledModel",
-    "Environment",
-    "EnvironmentOptions",
-    "TensorBuffer",
-]
+__all__ = ["PLACEHOLDER_SIGNATURE", "CompiledModel"]
 
 # LiteRT's key for the one signature of a model that declares none.
 PLACEHOLDER_SIGNATURE = "<placeholder signature>"
-# LiteRT's kLiteRtTensorBufferTypeHostMemory: every offload buffer is host memory.
-_HOST_MEMORY = 1
-# The numpy dtypes a TensorBuffer holds: LiteRT 2.3's six, and int64 and int16, which LiteRT's
-# Python TensorBuffer refuses although models have such tensors (offload's kernels take them).
-_DTYPES = {
-    np.dtype(name): name
-    for name in ("float32", "float16", "int32", "int8", "uint8", "bool", "int64", "int16")
-}
-# LiteRT 2.3 also holds these ml_dtypes types, byte for byte (its sub-byte and other float8
-# types it refuses). offload does not depend on ml_dtypes: an array or dtype of one of these
-# exists only once ml_dtypes is imported, so they are looked up in sys.modules, never imported.
-_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
-@functools.cache
-def _with_ml_dtypes(module: Any) -> dict[np.dtype, str]:
-    found = {np.dtype(getattr(module, n)): n for n in _ML_DTYPES if hasattr(module, n)}
-    return {**_DTYPES, **found}
-
-
-def _buffer_dtypes() -> dict[np.dtype, str]:
-    """The dtypes a TensorBuffer takes here: ``_DTYPES``, and ``_ML_DTYPES`` once ml_dtypes is
-    imported (by the program, or by a package such as ai-edge-litert or jax)."""
-    module = sys.modules.get("ml_dtypes")
-    return _DTYPES if module is None else _with_ml_dtypes(module)
-
-
-def _dtype_name(dtype: Any, what: str) -> tuple[str, np.dtype]:
-    known = _buffer_dtypes()
-    try:
-        resolved = np.dtype(dtype)
-    except (TypeError, ValueError):
-        resolved = None
-    if resolved is None or resolved not in known:
-        hint = "" if known is not _DTYPES else f"; {', '.join(_ML_DTYPES)} with ml_dtypes"
-        raise TensorTypeError(
-            f"{what}: unsupported dtype {dtype!r}; expected one of {list(known.values())}{hint}"
-        )
-    return known[resolved], resolved
-
-
-# -- environment ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EnvironmentOptions:
-    """LiteRT's environment options. offload loads no runtime, compiler plugin or dispatch
-    library, so the paths are kept (``Environment.options``) and otherwise unused."""
-
-    runtime_path: str | None = None
-    compiler_plugin_path: str = ""
-    dispatch_library_path: str = ""
-
-
-class Environment:
-    """LiteRT's shared runtime environment. offload's delegates keep their own state, so this
-    only holds the options; it exists so that programs that make one keep working."""
-
-    def __init__(self, capsule: Any, options: EnvironmentOptions) -> None:
-        self._capsule = capsule
-        self._options = options
-
-    def __enter__(self) -> Environment:
-        return self
-
-    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._capsule = None
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        options: EnvironmentOptions | str | None = None,
-        runtime_path: str | None = None,
-        compiler_plugin_path: str = "",
-        dispatch_library_path: str = "",
-    ) -> Environment:
-        if isinstance(options, str):
-            if runtime_path is not None:
-                raise UsageError("Environment.create: runtime_path was given twice")
-            runtime_path, options = options, None
-        if options is not None and (
-            runtime_path is not None or compiler_plugin_path or dispatch_library_path
-        ):
-            raise UsageError("Environment.create: pass either options or the path shortcuts")
-        if options is None:
-            options = EnvironmentOptions(runtime_path, compiler_plugin_path, dispatch_library_path)
-        return cls(object(), options)
-
-    @property
-    def options(self) -> EnvironmentOptions:
-        return self._options
-
-    @property
-    def capsule(self) -> Any:
-        if self._capsule is None:
-            raise InterpreterStateError("the Environment is closed")
-        return self._capsule
-
-
-# -- buffers -------------------------------------------------------------------------------------
-
-
-class TensorBuffer:
-    """A host-memory tensor buffer (LiteRT's ``TensorBuffer``): ``write`` an array in, ``read``
-    elements out.
-
-    Its ``capsule`` is the numpy array that holds the data. A buffer from
-    ``CompiledModel.create_input_buffers`` is the array the model reads at run time, so
-    ``write`` then ``run_by_index`` copies the data once. ``write`` takes exactly the buffer's
-    dtype and element count, and ``read(n, dtype)`` its dtype and at most its element count:
-    anything else is a :class:`~offload.errors.TensorTypeError` or
-    :class:`~offload.errors.TensorShapeError` saying what was expected and found.
-
-    It holds float32, float16, int32, int8, uint8, bool, int64 and int16 arrays, and, where
-    ml_dtypes is imported, bfloat16, float8_e4m3fn and float8_e5m2 ones (LiteRT 2.3's set),
-    bytes kept as they are. Whether a model computes in the buffer's dtype is checked when it
-    runs: a buffer that does not match its tensor's dtype is a TensorTypeError there.
-
-    A buffer over a read-only array (``create_from_host_memory(a)`` with ``a.flags.writeable``
-    False: ``np.frombuffer`` of bytes, a read-only memory map) is for reading: an input the
-    model only reads, as in LiteRT. ``write`` into it, or a run that would write it (as an
-    output buffer, or an input the model updates in place), is a
-    :class:`~offload.errors.ReadOnlyBufferError` before anything is written or run. (LiteRT
-    2.3 writes through numpy's read-only flag into the array, or, where it had to align a
-    copy, into the copy; offload keeps the flag's promise.)
-    """
-
-    def __init__(self, capsule: Any, environment: Any = None) -> None:
-        if not isinstance(capsule, np.ndarray) or not capsule.flags.c_contiguous:
-            raise TensorTypeError(
-                "TensorBuffer expects a C-contiguous numpy array as its capsule, found "
-                f"{type(capsule).__name__}; make buffers with CompiledModel.create_*_buffers or "
-                "TensorBuffer.create_from_host_memory"
-            )
-        _dtype_name(capsule.dtype, "TensorBuffer")
-        self._capsule: np.ndarray | None = capsule
-        self._environment = environment
-
-    @classmethod
-    def create_from_host_memory(cls, data_array: np.ndarray) -> TensorBuffer:
-        """A buffer over ``data_array``'s own memory (no copy): a C-contiguous numpy array of a
-        supported dtype. Its shape reads back flat, as in LiteRT. A read-only array is taken,
-        as LiteRT takes it, for a buffer that is only read (see the class docstring)."""
-        if not isinstance(data_array, np.ndarray):
-            raise TensorTypeError(
-                f"create_from_host_memory expects a numpy array, found {type(data_array).__name__}"
-            )
-        if not data_array.flags.c_contiguous:
-            raise TensorShapeError(
-                "create_from_host_memory expects a C-contiguous array (it shares the memory), "
-                "found a strided view; pass np.ascontiguousarray(a)"
-            )
-        return cls(data_array.reshape(-1))
-
-    def _data(self, what: str = "TensorBuffer") -> np.ndarray:
-        if self._capsule is None:
-            raise InterpreterStateError(f"{what}: the TensorBuffer has been destroyed")
-        return self._capsule
-
-    def write(self, data_array: np.ndarray) -> None:
-        """Copy ``data_array`` in: its dtype and element count must be the buffer's."""
-        buf = self._data("TensorBuffer.write")
-        if not isinstance(data_array, np.ndarray):
-            raise TensorTypeError(
-                f"TensorBuffer.write expects a numpy array, found {type(data_array).__name__}"
-            )
-        if data_array.dtype != buf.dtype:
-            raise TensorTypeError(
-                f"TensorBuffer.write: expected dtype {buf.dtype}, found {data_array.dtype}"
-            )
-        if data_array.size != buf.size:
-            raise TensorShapeError(
-                f"TensorBuffer.write: expected {buf.size} elements (shape {list(buf.shape)}), "
-                f"found {data_array.size} (shape {list(data_array.shape)})"
-            )
-        if not buf.flags.writeable:
-            raise ReadOnlyBufferError(
-                f"TensorBuffer.write: expected a writable buffer, found the {_described(buf)}; "
-                "nothing was written. Make the buffer over a writable array (np.array(a) "
-                "copies it), or with CompiledModel.create_input_buffers"
-            )
-        buf.reshape(-1)[...] = data_array.reshape(-1)
-
-    def read(self, num_elements: int, output_dtype: Any) -> np.ndarray:
-        """The first ``num_elements`` elements, flat, as a new array of the buffer's dtype."""
-        buf = self._data("TensorBuffer.read")
-        name, dtype = _dtype_name(output_dtype, "TensorBuffer.read")
-        if dtype != buf.dtype:
-            raise TensorTypeError(
-                f"TensorBuffer.read: the buffer holds {buf.dtype}, found output_dtype {name}"
-            )
-        if (
-            isinstance(num_elements, bool)
-            or not isinstance(num_elements, (int, np.integer))
-            or not 0 <= num_elements <= buf.size
-        ):
-            raise TensorShapeError(
-                f"TensorBuffer.read: expected a count of elements in 0..{buf.size}, found "
-                f"{num_elements!r}"
-            )
-        return np.array(buf.reshape(-1)[: int(num_elements)], copy=True)
-
-    def get_tensor_details(self) -> dict[str, Any]:
-        buf = self._data("TensorBuffer.get_tensor_details")
-        return {"dtype": _buffer_dtypes()[buf.dtype], "shape": [int(d) for d in buf.shape]}
-
-    def destroy(self) -> None:
-        self._capsule = None
-        self._environment = None
-
-    @property
-    def capsule(self) -> np.ndarray:
-        return self._data("TensorBuffer.capsule")
-
-
 # -- the compiled model --------------------------------------------------------------------------
 
 
@@ -329,31 +110,36 @@ def _signatures(model: Model) -> list[_Signature]:
 
 
 def _not_accelerated(session: Session, translation: Translation) -> CpuFallbackError:
-    """LiteRT's error for a node no accelerator of the set takes, with offload's reasons.
-
-    Planned again with every candidate of the set: the chosen plan holds the reasons of the
-    delegates it uses only, and the error names what each delegate of the set refused."""
-    model = session.model
-    delegates, skipped, _ = candidate_delegates(model, session.settings)
-    plan = make_plan(model, model.main, delegates)
+    """LiteRT's error for a node no accelerator of the set takes, with offload's reasons: what
+    each candidate of the set said of those nodes when auto planned it (the chosen plan alone
+    names only the delegates it uses)."""
+    plan = session.plan()
+    refusals = session.selection.refusals
+    untaken = [n for n in plan.fallback_nodes() if all(n in r for r in refusals.values())]
+    lines = fallback_lines(fallback_rows(plan, refusals, untaken))
+    if not refusals:
+        lines.append("  no delegate of these kinds is installed")
+    elif not untaken:
+        # Every node has a taker, yet no candidate ran and agreed with the CPU reference.
+        lines.extend(
+            wrap_text(f"{c['label']}: {c['status']}: {c['reason']}", "  ")
+            for c in (session.selection.summary or {}).get("candidates", [])
+            if c.get("reason") and c["status"] != "chosen"
+        )
+    skipped = (session.selection.summary or {}).get("skipped", [])
+    # Once per delegate and reason: each option set of a delegate (auto_variants) says it.
+    for name, reason in dict.fromkeys((row["delegate"], row["reason"]) for row in skipped):
+        lines.append(wrap_text(f"delegate {name}: {reason}", "  "))
     kinds = " | ".join(k.upper() for k in translation.kinds)
-    lines = []
-    for op, entry in plan.fallback_summary().items():
-        reasons = "; ".join(
-            f"{d}: {r} (nodes {nodes})"
-            for d, by in entry["reasons"].items()
-            for r, nodes in by.items()
-        )
-        lines.append(
-            f"  {op} x{entry['count']}: {reasons or 'no delegate of these kinds is installed'}"
-        )
-    for row in skipped:
-        lines.append(f"  delegate {row['delegate']}: {row['reason']}")
-    count = len(plan.fallback_nodes())
+    what = (
+        f"{len(untaken)} node(s) are taken by no delegate of hardware_accel={kinds}"
+        if untaken or not refusals
+        else f"no candidate of hardware_accel={kinds} ran and agreed with the CPU reference"
+    )
     return CpuFallbackError(
         "Some ops are not accelerated. Add kLiteRtHwAcceleratorCpu to the compilation "
-        f"accelerator set to allow using the CPU to run those. offload: {count} node(s) are "
-        f"taken by no delegate of hardware_accel={kinds}:\n" + "\n".join(lines)
+        f"accelerator set to allow using the CPU to run those. offload: {what}:\n"
+        + "\n".join(lines)
     )
 
 
@@ -527,7 +313,7 @@ class CompiledModel:
             details[name] = {
                 "name": tensor.name,
                 "index": t,
-                "dtype": _DTYPES.get(np.dtype(tensor.dtype), str(tensor.dtype)),
+                "dtype": DTYPE_NAMES.get(np.dtype(tensor.dtype), str(tensor.dtype)),
                 "shape": [int(d) for d in ex.shapes[t]],
             }
         return details
@@ -551,7 +337,7 @@ class CompiledModel:
         itemsize = np.dtype(ex.subgraph.tensors[t].dtype).itemsize
         return {
             "buffer_size": int(math.prod(ex.shapes[t])) * itemsize,
-            "supported_types": [_HOST_MEMORY],
+            "supported_types": [HOST_MEMORY],
         }
 
     def get_input_buffer_requirements(
@@ -745,9 +531,9 @@ class CompiledModel:
         self, sig: _Signature, inputs: Sequence[TensorBuffer], outputs: Sequence[TensorBuffer]
     ) -> None:
         ex = self._allocated(sig)
-        arrays = [_checked(ex, t, b, n, "input") for (n, t), b in zip(sig.inputs, inputs)]
-        targets = [_checked(ex, t, b, n, "output") for (n, t), b in zip(sig.outputs, outputs)]
-        _check_writable(ex, sig, arrays, targets)
+        arrays = [bound_array(ex, t, b, n, "input") for (n, t), b in zip(sig.inputs, inputs)]
+        targets = [bound_array(ex, t, b, n, "output") for (n, t), b in zip(sig.outputs, outputs)]
+        check_writable(ex, sig, arrays, targets)
         if not ex.busy.acquire(blocking=False):
             raise InterpreterStateError(
                 "a CompiledModel runs one call at a time: another thread is inside one"
@@ -799,65 +585,3 @@ class CompiledModel:
         if state.interpreter is None:
             state.interpreter = interpreter_over(state.session)
         return state.interpreter
-
-
-def _described(array: np.ndarray) -> str:
-    """A buffer as a message names it: a host-memory buffer has no name of its own."""
-    return f"TensorBuffer over a read-only {array.dtype} array of {array.size} elements"
-
-
-def _check_writable(
-    ex: Executor, sig: _Signature, arrays: Sequence[np.ndarray], targets: Sequence[np.ndarray]
-) -> None:
-    """Every buffer the run writes is writable, checked with the other buffer checks: numpy
-    would refuse the write only after the nodes ran, losing the run (and, for an input updated
-    in place, leaving the model's state half-updated)."""
-    for (name, _), target in zip(sig.outputs, targets):
-        if not target.flags.writeable:
-            raise ReadOnlyBufferError(
-                f"output {name!r} of signature {sig.key!r}: expected a writable buffer, found "
-                f"the {_described(target)}; nothing was run. Make it with "
-                "create_output_buffers, or over a writable array (np.array(a) copies it)"
-            )
-    frozen = [(n, t, a) for (n, t), a in zip(sig.inputs, arrays) if not a.flags.writeable]
-    if not frozen:
-        return
-    # An input's buffer is the array the model reads (no copy), so an input the run updates
-    # in place (a variable tensor, a recurrent op's state) is written there. Worked out only
-    # when a read-only input is given: an input the model only reads may be read-only.
-    sg = ex.subgraph
-    written = ex.state_inputs(range(len(sg.nodes)))
-    for name, t, array in frozen:
-        if sg.tensors[t].is_variable or t in written:
-            raise ReadOnlyBufferError(
-                f"input {name!r} of signature {sig.key!r}: expected a writable buffer, found "
-                f"the {_described(array)}; tensor {sg.tensors[t].name!r} is updated in place "
-                "by the run (state), so its buffer is written; nothing was run. Make it with "
-                "create_input_buffers, or over a writable array (np.array(a) copies it)"
-            )
-
-
-def _checked(ex: Executor, t: int, buffer: Any, name: str, what: str) -> np.ndarray:
-    """The buffer's array shaped as tensor ``t`` (a view), once its dtype and size fit."""
-    if not isinstance(buffer, TensorBuffer):
-        raise TensorTypeError(
-            f"{what} {name!r}: expected a TensorBuffer, found {type(buffer).__name__}"
-        )
-    array = buffer._data(f"{what} {name!r}")
-    tensor = ex.subgraph.tensors[t]
-    shape = tuple(ex.shapes[t])
-    if array.dtype != tensor.dtype:
-        # A buffer is made in any dtype it can hold (bfloat16 among them); whether the model
-        # computes in it is known here, where the buffer meets the tensor: no kernel converts.
-        raise TensorTypeError(
-            f"{what} {name!r}: expected a {np.dtype(tensor.dtype)} buffer, found {array.dtype}; "
-            f"tensor {tensor.name!r} is {np.dtype(tensor.dtype)} in the model (make its buffer "
-            f"with create_{what}_buffers, or convert the data with astype)"
-        )
-    if array.size != math.prod(shape):
-        raise TensorShapeError(
-            f"{what} {name!r}: expected a buffer of {math.prod(shape)} elements (shape "
-            f"{list(shape)}), found {array.size} (shape {list(array.shape)}); after a resize, "
-            "make new buffers"
-        )
-    return array if array.shape == shape else array.reshape(shape)

@@ -9,109 +9,53 @@ signatures and offload's reports.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
-from offload._auto import AutoSettings
 from offload._delegate import Delegate, DelegateKernel
-from offload._deprecation import deprecation, warn_deprecated
 from offload._executor import Executor
 from offload._graph import Model, Tensor
-from offload._introspect import (
-    set_profiling,
-)
+from offload._interpreter_args import interpreter_settings, positional_delegates
 from offload._litert_compat import (
     OpResolverType,
     check_litert_options,
-    check_num_threads,
     compress_zero_points,
     litert_message,
 )
 from offload._loader import load_model
 from offload._plan import Plan
-from offload._selection import DelegateSelection, budget_from
+from offload._selection import DelegateSelection
 from offload._session import Session
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
-from offload._signature_runner import SignatureRunner, busy_error, check_signature, exclusive
-from offload._tensor_details import tensor_details
-from offload._tensor_values import checked_input
-from offload.errors import (
-    InterpreterStateError,
-    NoTensorValueError,
-    SubgraphIndexError,
-    TensorIndexError,
-    TensorShapeError,
-    TensorTypeError,
+from offload._signature_runner import (
+    SignatureRunner,
+    busy_error,
+    check_signature,
+    exclusive,
+    signature_named,
 )
+from offload._tensor_access import (
+    ViewToken,
+    read_main_tensor,
+    read_subgraph_tensor,
+    resize_input,
+    store_input,
+    subgraph_index_of,
+    tensor_at,
+    tensor_view,
+    value_of,
+    write_input,
+)
+from offload._tensor_details import op_details, shape_now, tensor_details
+from offload.errors import InterpreterStateError
 
 __all__ = ["Interpreter", "interpreter_over"]
 
 DelegatesArg = str | Sequence[str | Delegate] | None
-F = TypeVar("F", bound=Callable[..., Any])
-
-_POSITIONAL_DELEGATES = deprecation(
-    "interpreter-positional-delegates",
-    old="Interpreter(model_path, model_content, experimental_delegates, num_threads, delegates)",
-    new="Interpreter(..., delegates=...): the fifth positional parameter is LiteRT's "
-    "experimental_op_resolver_type, and offload's own parameters are keyword-only",
-    since="0.2.0",
-    removal="0.3.0",
-)
-
-
-def _value_of(buf: np.ndarray) -> Any:
-    """A 0-d tensor's value as LiteRT's get_tensor gives it: a numpy scalar, except for a
-    string tensor, which stays a 0-d object array."""
-    return np.array(buf, copy=True) if buf.dtype == object else buf[()]
-
-
-def _positional_delegates(init: F) -> F:
-    """Keep offload 0.1's ``Interpreter(path, None, None, None, delegates)`` working, with a
-    DeprecationWarning, where LiteRT's fifth positional parameter now stands.
-
-    LiteRT's is the op resolver type, an enum member: a str, list, tuple or None in that place
-    is offload 0.1's ``delegates``. The wrapper keeps ``__init__``'s signature (functools.wraps),
-    which the parity test and the public-API snapshot read.
-    """
-
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) >= 5 and (args[4] is None or isinstance(args[4], (str, list, tuple))):
-            if "delegates" in kwargs:
-                raise TypeError(
-                    "Interpreter() got delegates twice: as the fifth positional argument "
-                    "(offload 0.1's place for it) and by keyword; pass delegates= only"
-                )
-            warn_deprecated(_POSITIONAL_DELEGATES)
-            kwargs["delegates"] = args[4]
-            args = args[:4] + (OpResolverType.AUTO,) + args[5:]
-        init(self, *args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]  # same call signature, by functools.wraps
-
-
-class _ViewToken:
-    """What every array from :meth:`Interpreter.tensor` holds (see ``_view_token``)."""
-
-    __slots__ = ()
-
-
-class _TensorView:
-    """The base of an array :meth:`Interpreter.tensor` returns: it exposes the tensor's buffer
-    and holds the interpreter's token. numpy gives every slice of that array this object as
-    its base too (a base that is not an ndarray is kept), so a slice counts as a view."""
-
-    __slots__ = ("__array_interface__", "_buffer", "_token")
-
-    def __init__(self, buffer: np.ndarray, token: _ViewToken) -> None:
-        self.__array_interface__ = buffer.__array_interface__
-        self._buffer = buffer
-        self._token = token
 
 
 class Interpreter:
@@ -185,7 +129,7 @@ class Interpreter:
     :class:`~offload.errors.DelegateError` instead.
     """
 
-    @_positional_delegates
+    @positional_delegates
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
@@ -223,46 +167,35 @@ class Interpreter:
                 experimental_force_delegate_node_profiling
             ),
         }
-        self._litert_options = check_litert_options(litert_options)
-        num_threads = check_num_threads(num_threads)
-        if max_tensor_bytes is not None and (
-            not isinstance(max_tensor_bytes, int) or max_tensor_bytes <= 0
-        ):
-            raise ValueError(
-                f"max_tensor_bytes must be a positive int or None, found {max_tensor_bytes!r}"
-            )
-        model = load_model(model_path=model_path, model_content=model_content)
-        settings = AutoSettings(
-            budget_s=budget_from(auto_budget_s),
-            precision_loss_allowed=bool(auto_precision_loss_allowed),
+        litert_options, settings = interpreter_settings(
+            litert_options,
             num_threads=num_threads,
             allow_cpu_fallback=allow_cpu_fallback,
             preserve_all_tensors=experimental_preserve_all_tensors,
             max_tensor_bytes=max_tensor_bytes,
-            cache_dir=auto_cache_dir or None,
-            use_cache=auto_cache_dir is not False,
-            samples=auto_inputs,
+            auto_budget_s=auto_budget_s,
+            auto_precision_loss_allowed=auto_precision_loss_allowed,
+            auto_cache_dir=auto_cache_dir,
+            auto_inputs=auto_inputs,
         )
+        model = load_model(model_path=model_path, model_content=model_content)
         session = Session(
             model,
             model_path,
             settings,
             delegates=delegates,
             experimental_delegates=experimental_delegates,
-            resolver=self._litert_options["experimental_op_resolver_type"],
+            resolver=litert_options["experimental_op_resolver_type"],
             profile=profile,
         )
-        self._adapt(session, self._litert_options)
+        self._adapt(session, litert_options)
 
     def _adapt(self, session: Session, litert_options: dict[str, Any]) -> None:
         """Speak LiteRT's Interpreter API over ``session`` (see :func:`interpreter_over`)."""
         self._session = session
         self._model = session.model
         self._litert_options = litert_options
-        # Each array tensor() hands out has a base that holds this token, as LiteRT's arrays
-        # hold its interpreter: while any such array (or a slice of it) lives, the count is
-        # above 2, and the calls that may move tensor memory refuse to run.
-        self._view_token = _ViewToken()
+        self._view_token = ViewToken()
         self._signature_runners: dict[str, SignatureRunner] = {}
 
     @property
@@ -308,17 +241,7 @@ class Interpreter:
             busy.release()
 
     def _check_index(self, index: int) -> Tensor:
-        tensors = self._model.main.tensors
-        if not isinstance(index, (int, np.integer)) or not 0 <= int(index) < len(tensors):
-            raise TensorIndexError(
-                litert_message(
-                    "tensor_index",
-                    f"expected a tensor index in 0..{len(tensors) - 1}, found {index!r}",
-                    index=index,
-                    count=len(tensors),
-                )
-            )
-        return tensors[int(index)]
+        return tensor_at(self._model, index)
 
     def get_input_details(self) -> list[dict[str, Any]]:
         sg = self._model.main
@@ -326,7 +249,8 @@ class Interpreter:
 
     def get_output_details(self) -> list[dict[str, Any]]:
         sg = self._model.main
-        return [self._details(sg.tensors[i], self._current_shape(i)) for i in sg.outputs]
+        ex = self._executor
+        return [self._details(sg.tensors[i], shape_now(sg.tensors[i], ex)) for i in sg.outputs]
 
     def get_tensor_details(self, subgraph_index: int = 0) -> list[dict[str, Any]]:
         """LiteRT's details (name, index, shape, shape_signature, dtype, quantization,
@@ -336,14 +260,9 @@ class Interpreter:
         for another subgraph) the computed shapes, before it the declared ones.
         """
         executor = self._subgraph_executor(subgraph_index)
-        if executor is self._executor:
-            return [
-                self._details(t, self._current_shape(t.index)) for t in self._model.main.tensors
-            ]
+        live = executor is self._executor
         tensors = self._model.subgraphs[int(subgraph_index)].tensors
-        if executor is None:
-            return [self._details(t, t.shape) for t in tensors]
-        return [self._details(t, executor.shapes[t.index]) for t in tensors]
+        return [self._details(t, shape_now(t, executor, live=live)) for t in tensors]
 
     def num_subgraphs(self) -> int:
         """How many subgraphs the model has (the main one, signatures' and control flow's)."""
@@ -360,22 +279,9 @@ class Interpreter:
                 "_get_tensor_details() expects int tensor_index and subgraph_index, found "
                 f"{type(tensor_index).__name__} and {type(subgraph_index).__name__}"
             )
-        executor = self._subgraph_executor(int(subgraph_index))
-        tensors = self._model.subgraphs[int(subgraph_index)].tensors
-        if not 0 <= tensor_index < len(tensors):
-            raise TensorIndexError(
-                litert_message(
-                    "tensor_index",
-                    f"expected a tensor index in 0..{len(tensors) - 1} of subgraph "
-                    f"{subgraph_index}, found {tensor_index}",
-                    index=tensor_index,
-                    count=len(tensors),
-                )
-            )
-        t = tensors[int(tensor_index)]
-        if executor is self._executor:
-            return self._details(t, self._current_shape(t.index))
-        return self._details(t, t.shape if executor is None else executor.shapes[t.index])
+        executor = self._subgraph_executor(subgraph_index)
+        t = tensor_at(self._model, tensor_index, int(subgraph_index))
+        return self._details(t, shape_now(t, executor, live=executor is self._executor))
 
     def _get_op_details(self, op_index: int) -> dict[str, Any]:
         """One node of the main subgraph as LiteRT describes it: ``index``, ``op_name``,
@@ -389,19 +295,11 @@ class Interpreter:
                     f"expected a node index in 0..{len(nodes) - 1}, found {op_index!r}",
                 )
             )
-        node = nodes[int(op_index)]
-
-        def types(indices: Sequence[int]) -> list[Any]:
-            return [self._get_tensor_details(i, 0)["dtype"] for i in indices if i != -1]
-
-        return {
-            "index": int(op_index),
-            "op_name": node.op_name,
-            "inputs": np.array(node.inputs, np.int32),
-            "outputs": np.array(node.outputs, np.int32),
-            "operand_types": types(node.inputs),
-            "result_types": types(node.outputs),
-        }
+        return op_details(
+            nodes[int(op_index)],
+            int(op_index),
+            lambda i: self._get_tensor_details(i, 0)["dtype"],
+        )
 
     def _get_ops_details(self) -> list[dict[str, Any]]:
         """:meth:`_get_op_details` of every node of the main subgraph, in order. LiteRT also
@@ -422,21 +320,8 @@ class Interpreter:
     def _subgraph_executor(self, subgraph_index: int) -> Executor | None:
         """The executor that runs subgraph ``subgraph_index``: the main one for 0, the signature
         runner's for another subgraph, None when no runner has been made for it."""
-        count = len(self._model.subgraphs)
-        if not isinstance(subgraph_index, (int, np.integer)) or not 0 <= subgraph_index < count:
-            raise SubgraphIndexError(
-                litert_message(
-                    "subgraph_index",
-                    f"expected 0..{count - 1}, found {subgraph_index!r}",
-                    index=subgraph_index,
-                    count=count,
-                )
-            )
-        return self._session.made_executor(int(subgraph_index))
-
-    def _current_shape(self, index: int) -> tuple[int, ...]:
-        buf = self._executor.buffers[index]
-        return tuple(buf.shape) if buf is not None else self._executor.shapes[index]
+        index = subgraph_index_of(self._model, subgraph_index)
+        return self._session.made_executor(index)
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         ex = self._session.executor
@@ -464,34 +349,10 @@ class Interpreter:
             busy.release()
 
     def _set_tensor(self, tensor_index: int, value: Any) -> None:
-        t = self._check_index(tensor_index)
-        ex = self._executor
-        if t.index not in self._model.main.inputs and not t.is_variable:
-            raise TensorIndexError(
-                f"tensor {t.index} ({t.name!r}) is not an input of the model; inputs are "
-                f"{list(self._model.main.inputs)}"
-            )
-        if not ex.allocated and ex.buffers[t.index] is None:
-            raise NoTensorValueError(
-                litert_message(
-                    "set_unallocated",
-                    f"tensor {t.index} ({t.name!r}) has no memory yet: call allocate_tensors() "
-                    "before set_tensor()",
-                )
-            )
-        value = checked_input(t, value, ex.shapes[t.index], f"tensor {t.index}")
-        if ex.allocated and ex.hand_over(t.index, value):
-            return  # copied straight into the engine of the partition that alone reads it
-        self._store_input(t.index, value)
+        write_input(self._executor, self._model.main, self._check_index(tensor_index), value)
 
     def _store_input(self, index: int, value: np.ndarray) -> None:
-        """Keep a checked input value in the interpreter's own buffer."""
-        ex = self._executor
-        buf = ex.buffers[index]
-        if buf is None or buf.shape != value.shape or not buf.flags.writeable:
-            ex.buffers[index] = np.array(value, copy=True)
-        else:
-            np.copyto(buf, value)
+        store_input(self._executor, index, value)
 
     def get_tensor(self, tensor_index: int, subgraph_index: int = 0) -> np.ndarray:
         # A plain index of a main-subgraph tensor that holds a value here, as after every
@@ -506,84 +367,24 @@ class Interpreter:
         ):
             buf = ex.buffers[tensor_index]
             if buf is not None:
-                return np.array(buf, copy=True) if buf.ndim else _value_of(buf)
+                return np.array(buf, copy=True) if buf.ndim else value_of(buf)
         # Only an int 0 is the main subgraph: 0.0 or "0" goes on to the index check, which
         # refuses it, as LiteRT's binding refuses what is not an int.
         if not isinstance(subgraph_index, (int, np.integer)) or subgraph_index != 0:
             return self._get_subgraph_tensor(tensor_index, subgraph_index)
-        t = self._check_index(tensor_index)
-        if t.index in self._executor.handed:
-            self._executor.take_back(t.index)
-        buf = self._executor.buffers[t.index]
-        if buf is None:
-            if t.sparsity is not None:
-                raise NoTensorValueError(
-                    f"tensor {t.index} ({t.name!r}) is a sparse constant; it has no dense value"
-                )
-            if not self._executor.allocated:
-                raise NoTensorValueError(
-                    litert_message(
-                        "no_tensor_data",
-                        f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() "
-                        "first",
-                    )
-                )
-            raise NoTensorValueError(
-                f"tensor {t.index} ({t.name!r}) has no value: intermediates are freed after "
-                "their last use; create the Interpreter with "
-                "experimental_preserve_all_tensors=True "
-                "to keep them"
-            )
-        return np.array(buf, copy=True) if buf.ndim else _value_of(buf)
+        return read_main_tensor(self._executor, self._check_index(tensor_index))
 
     def _get_subgraph_tensor(self, tensor_index: int, subgraph_index: int) -> np.ndarray:
         """A tensor of another subgraph: a constant, or a value its signature runner left."""
         executor = self._subgraph_executor(subgraph_index)
-        tensors = self._model.subgraphs[int(subgraph_index)].tensors
-        if not isinstance(tensor_index, (int, np.integer)) or not 0 <= tensor_index < len(tensors):
-            raise TensorIndexError(
-                f"expected a tensor index in 0..{len(tensors) - 1} of subgraph {subgraph_index}, "
-                f"found {tensor_index!r}"
-            )
-        t = tensors[int(tensor_index)]
-        buf = None if executor is None else executor.buffers[t.index]
-        if buf is None and t.is_dense_constant:
-            buf = t.constant_value()
-        if buf is None:
-            raise NoTensorValueError(
-                f"tensor {t.index} ({t.name!r}) of subgraph {subgraph_index} has no value: run "
-                "the signature runner of that subgraph first"
-            )
-        return np.array(buf, copy=True) if buf.ndim else _value_of(buf)
+        t = tensor_at(self._model, tensor_index, int(subgraph_index))
+        return read_subgraph_tensor(executor, t, int(subgraph_index))
 
     def tensor(self, tensor_index: int) -> Callable[[], Any]:
-        t = self._check_index(tensor_index)
-        ex = self._executor
-        # A view writes and reads this buffer directly: a kernel must not hold the value.
-        ex.viewed.add(t.index)
-        ex.direct.pop(t.index, None)
-        ex.take_back(t.index)
-
-        def view() -> Any:
-            buf = ex.buffers[t.index]
-            if buf is None:
-                raise NoTensorValueError(
-                    f"tensor {t.index} ({t.name!r}) has no value: call allocate_tensors() "
-                    "first, or create the Interpreter with "
-                    "experimental_preserve_all_tensors=True to keep intermediates"
-                )
-            if buf.dtype == object:
-                # LiteRT's tensor() of a string tensor crashes the process; its values are
-                # Python objects, not memory a numpy view could alias.
-                raise TensorTypeError(
-                    f"tensor {t.index} ({t.name!r}) is a {t.type_name} tensor: expected a "
-                    "tensor of numbers for a raw view; read it with get_tensor()"
-                )
-            if buf.ndim == 0:
-                return buf[()]  # LiteRT gives a 0-d tensor's value as a numpy scalar
-            return np.asarray(_TensorView(buf, self._view_token))
-
-        return view
+        # A view writes and reads the tensor's buffer directly: a kernel must not hold it.
+        return tensor_view(
+            self._executor, self._check_index(tensor_index), lambda: self._view_token
+        )
 
     def _safe_to_run(self) -> bool:
         """Whether no array from :meth:`tensor` is alive (LiteRT's private check, kept for the
@@ -613,29 +414,7 @@ class Interpreter:
         self, input_index: int, tensor_size: Sequence[int], strict: bool
     ) -> None:
         t = self._check_index(input_index)
-        sg = self._model.main
-        if t.index not in sg.inputs:
-            raise TensorIndexError(
-                f"tensor {t.index} ({t.name!r}) is not an input; inputs are {list(sg.inputs)}"
-            )
-        new_shape = tuple(int(d) for d in tensor_size)
-        if len(new_shape) != len(t.shape) and t.shape:
-            raise TensorShapeError(
-                f"resize of input {t.index} ({t.name!r}): expected rank {len(t.shape)}, "
-                f"found shape {list(new_shape)}"
-            )
-        if strict:
-            for want, got in zip(t.shape_signature, new_shape):
-                if want != -1 and want != got:
-                    raise TensorShapeError(
-                        f"strict resize of input {t.index} ({t.name!r}): only dimensions that "
-                        f"are -1 in shape_signature {list(t.shape_signature)} may change, "
-                        f"found {list(new_shape)}"
-                    )
-        if any(d < 0 for d in new_shape):
-            raise TensorShapeError(f"resize of input {t.index}: negative size in {list(new_shape)}")
-        self._executor.shapes[t.index] = new_shape
-        self._executor.allocated = False
+        resize_input(self._executor, self._model.main, t, tensor_size, strict)
 
     def reset_all_variables(self) -> None:
         with exclusive(self._executor, "reset_all_variables()"):
@@ -648,28 +427,9 @@ class Interpreter:
         }
 
     def get_signature_runner(self, signature_key: str | None = None) -> SignatureRunner:
-        sigs = {s.key: s for s in self._model.signatures}
-        if signature_key is None:
-            if len(sigs) != 1:
-                raise ValueError(
-                    litert_message(
-                        "signature_key_none",
-                        f"signature_key is required when the model has {len(sigs)} "
-                        f"signatures ({sorted(sigs)})",
-                        count=len(sigs),
-                    )
-                )
-            signature_key = next(iter(sigs))
-        if signature_key not in sigs:
-            raise ValueError(
-                litert_message(
-                    "signature_key",
-                    f"no signature {signature_key!r}; the model has {sorted(sigs) or 'none'}",
-                    key=signature_key,
-                )
-            )
+        sig = signature_named(self._model, signature_key)
+        signature_key = sig.key
         if signature_key not in self._signature_runners:
-            sig = sigs[signature_key]
             check_signature(self._model, sig)  # before any choice is made for it
             # Every subgraph runs the delegates chosen for the main one (chosen now).
             executor = self._session.executor_for(sig.subgraph_index)
@@ -687,19 +447,9 @@ class Interpreter:
 
     @property
     def auto_selection(self) -> dict[str, Any] | None:
-        """The figures behind the auto or default choice (made on first use), else None.
-
-        ``mode`` ("measured", "cached", "static" or "default"), ``chosen`` (delegate names,
-        ``["cpu"]`` for the CPU reference alone), ``reason``, ``from_cache`` and ``cache``
-        (status, and which part of the key changed when it measured again), ``budget_s``,
-        ``measure_s`` (timed runs), ``prepare_s``, ``choosing_s`` (all of it, this process),
-        ``accuracy`` (the policy), and ``candidates``: per candidate its delegates, plan
-        (partitions, delegated and CPU nodes, bytes copied per invoke, static cost), status
-        ("chosen", "measured", "rejected", "failed", "inaccurate", "not measured") with the
-        reason, its timing (prepare, first run, median, min, max in ms, runs), and ``error``:
-        its first outputs' distance from the reference's, ``relative`` (to the largest
-        magnitude) and ``steps`` (quantized outputs), where it ran.
-        """
+        """The figures behind the auto or default choice (made on first use), else None: the
+        mode, the choice and why, the cache's status, and every candidate's plan, timing or
+        rejection and measured error (docs/introspection.md, docs/delegate-authors.md)."""
         self._resolve()
         return self._selection.summary
 
@@ -708,12 +458,9 @@ class Interpreter:
         return self._session.plan()
 
     def delegation_report(self) -> dict[str, Any]:
-        """Per delegate: nodes, partitions, boundary tensors, bytes copied; and fallback reasons.
-
-        ``"default"`` says which delegates applied and why (named, the CPU reference alone,
-        auto, or offload's default and where it came from); ``"auto"`` holds
-        :attr:`auto_selection` when there is one.
-        """
+        """Per delegate: nodes, partitions, boundary tensors, bytes copied; fallback reasons;
+        ``"default"`` (which delegates applied and why) and ``"auto"`` (:attr:`auto_selection`)
+        when there is one. Every report's keys: docs/introspection.md."""
         return self._session.delegation_report()
 
     def profile_report(self) -> list[dict[str, Any]]:
@@ -721,67 +468,33 @@ class Interpreter:
         return self._session.profile_report()
 
     def memory_report(self) -> dict[str, int]:
-        """Bytes the main subgraph holds now, by kind (see ``docs/introspection.md``).
-
-        ``tensors``: the arrays behind tensor values (inputs, outputs, variables, constants,
-        folded constants, intermediates not in the arena), each allocation counted once;
-        ``constant_tensors``: the constants among them (model constants are views of the
-        model file); ``arena``: the block intermediates share (0 before ``allocate_tensors``,
-        after a resize, or with preserved tensors); ``cpu_kernel_buffers``: arrays the CPU
-        kernels own (weights in their compute layout, tables); ``delegate_device_buffers`` and
-        ``delegate_host_buffers``: what delegate kernels report through ``memory_bytes()``,
-        ``delegate_buffers`` their sum (0 for kernels that report nothing);
-        ``cpu_kernel_scratch``: the largest working set of one CPU kernel, the weights it
-        prepares at setup (also counted in ``cpu_kernel_buffers``) and the temporaries it makes
-        while it runs (an im2col patch matrix, say: ``OpKernel.scratch_bytes``), held like a
-        tensor to ``max_tensor_bytes``; ``cpu_kernel_scratch_node``: its node (-1: none).
-        """
+        """Bytes the main subgraph holds now, by kind: tensors, constants, the arena, CPU
+        kernels' buffers and largest scratch, delegates' reported device and host bytes
+        (docs/introspection.md, "memory_report()")."""
         return self._session.memory_report()
 
     def delegate_kernels(self) -> dict[int, DelegateKernel]:
-        """The delegate kernels running partitions now, by partition index.
-
-        Filled by ``allocate_tensors``; a partition handed back to the CPU has none. Read
-        them for a delegate's own figures; ``init``, ``prepare`` and ``invoke`` are the
-        interpreter's to call.
-        """
+        """The delegate kernels running partitions now, by partition index (filled by
+        ``allocate_tensors``; a partition handed back to the CPU has none). Read them for a
+        delegate's own figures; ``init``, ``prepare`` and ``invoke`` are the interpreter's."""
         return self._session.delegate_kernels()
 
     def delegate_kernel_stats(self) -> list[dict[str, Any]]:
-        """Per delegate partition running now: delegate, nodes, reported memory and stats.
-
-        ``memory`` is the kernel's ``memory_bytes()`` (``{"device": .., "host": ..}``, zeros
-        when it reports nothing); ``stats`` its ``stats()`` (a delegate's own figures, such
-        as whether its program came from the cache), ``{}`` when it has none.
-        """
+        """Per delegate partition running now: delegate, nodes, ``memory`` (the kernel's
+        ``memory_bytes()``) and ``stats`` (its ``stats()``, ``{}`` when it has none)."""
         return self._session.delegate_kernel_stats()
 
     def set_delegate_profiling(self, enabled: bool = True) -> list[int]:
-        """Start (from zero) or stop measuring device time in every delegate partition.
-
-        Returns the partitions that measure now: those whose kernel can (see
-        ``DelegateKernel.set_profiling``). Measuring costs time per launch on most devices, so
-        time your runs with it off and profile in separate runs. Call after
-        ``allocate_tensors()``; read the figures with :meth:`delegate_profile`.
-        """
+        """Start (from zero) or stop measuring device time in every delegate partition; the
+        partitions that measure now (those whose kernel can). Measuring costs time per launch
+        on most devices: time runs with it off. Call after ``allocate_tensors()``."""
         ex = self._executor
-        if not ex.allocated and not ex.delegate_kernels:
-            raise InterpreterStateError(
-                "set_delegate_profiling() needs the delegate kernels: call allocate_tensors() first"
-            )
         with exclusive(ex, "set_delegate_profiling()"):
-            return [i for i, k in sorted(ex.delegate_kernels.items()) if set_profiling(k, enabled)]
+            return self._session.set_delegate_profiling(enabled)
 
     def delegate_profile(self) -> list[dict[str, Any]]:
-        """Per delegate: device time per kernel family, per invoke, since profiling started.
-
-        Each row has ``delegate``, ``partitions``, ``profiled_partitions``, ``device``,
-        ``invokes`` measured, ``device_ms_per_invoke`` (the device's busy time) and
-        ``kernels``: per family ``launches_per_invoke``, ``device_ms_per_invoke``,
-        ``percent`` of the busy time, ``flops_per_invoke`` and ``gflops`` (None where the
-        delegate does not count the work); ``reason`` is ``"no device profile"`` when no
-        partition of the delegate reports one. See ``docs/introspection.md``.
-        """
+        """Per delegate: device time per kernel family, per invoke, since profiling started
+        (docs/introspection.md, "Device profiles")."""
         return self._session.delegate_profile()
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from offload._auto import AutoSettings
 from offload._delegate import Delegate, DelegateKernel
 from offload._executor import Executor
 from offload._graph import Model
@@ -26,10 +25,12 @@ from offload._introspect import (
     held_bytes,
     reported_bytes,
     reported_stats,
+    set_profiling,
 )
 from offload._litert_compat import OpResolverType
 from offload._plan import Plan
 from offload._selection import DelegateSelection
+from offload._settings import AutoSettings
 from offload.errors import InterpreterStateError
 
 __all__ = ["Session"]
@@ -209,6 +210,15 @@ class Session:
                 }
             )
         return rows
+
+    def set_delegate_profiling(self, enabled: bool) -> list[int]:
+        """Start or stop device profiles; the partitions whose kernel measures now."""
+        ex = self.executor
+        if not ex.allocated and not ex.delegate_kernels:
+            raise InterpreterStateError(
+                "set_delegate_profiling() needs the delegate kernels: call allocate_tensors() first"
+            )
+        return [i for i, k in sorted(ex.delegate_kernels.items()) if set_profiling(k, enabled)]
 
     def delegate_profile(self) -> list[dict[str, Any]]:
         """Per delegate: device time per kernel family, per invoke, since profiling started."""

@@ -19,7 +19,7 @@ from offload.errors import InterpreterStateError, InvalidSignatureError, NoTenso
 if TYPE_CHECKING:
     from offload._interpreter import Interpreter
 
-__all__ = ["SignatureRunner", "busy_error", "check_signature", "exclusive"]
+__all__ = ["SignatureRunner", "busy_error", "check_signature", "exclusive", "signature_named"]
 
 
 def busy_error(call: str) -> InterpreterStateError:
@@ -63,6 +63,31 @@ def check_signature(model: Model, sig: SignatureDef) -> Subgraph:
                 "writes (an input of the subgraph)"
             )
     return sg
+
+
+def signature_named(model: Model, key: str | None) -> SignatureDef:
+    """The signature ``key`` names (None: the only one), else LiteRT's ValueError."""
+    sigs = {s.key: s for s in model.signatures}
+    if key is None:
+        if len(sigs) != 1:
+            raise ValueError(
+                litert_message(
+                    "signature_key_none",
+                    f"signature_key is required when the model has {len(sigs)} "
+                    f"signatures ({sorted(sigs)})",
+                    count=len(sigs),
+                )
+            )
+        key = next(iter(sigs))
+    if key not in sigs:
+        raise ValueError(
+            litert_message(
+                "signature_key",
+                f"no signature {key!r}; the model has {sorted(sigs) or 'none'}",
+                key=key,
+            )
+        )
+    return sigs[key]
 
 
 @contextlib.contextmanager

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from offload._graph import Tensor
+from offload._graph import Node, Tensor
 
-__all__ = ["tensor_details", "variable_initial_value"]
+if TYPE_CHECKING:
+    from offload._executor import Executor
+
+__all__ = ["op_details", "shape_now", "tensor_details", "variable_initial_value"]
 
 
 def variable_initial_value(t: Tensor, shape: tuple[int, ...]) -> np.ndarray:
@@ -69,3 +73,34 @@ def tensor_details(t: Tensor, shape: tuple[int, ...]) -> dict[str, Any]:
         "quantization_parameters": params,
         "sparsity_parameters": sparsity,
     }
+
+
+def op_details(node: Node, op_index: int, dtype_of: Callable[[int], Any]) -> dict[str, Any]:
+    """One node as LiteRT's ``_get_op_details`` describes it: ``index``, ``op_name``,
+    ``inputs`` and ``outputs`` (int32 arrays, -1 for an omitted input), and the dtypes of the
+    tensors present (``operand_types``, ``result_types``), each from ``dtype_of``."""
+
+    def types(indices: Sequence[int]) -> list[Any]:
+        return [dtype_of(i) for i in indices if i != -1]
+
+    return {
+        "index": op_index,
+        "op_name": node.op_name,
+        "inputs": np.array(node.inputs, np.int32),
+        "outputs": np.array(node.outputs, np.int32),
+        "operand_types": types(node.inputs),
+        "result_types": types(node.outputs),
+    }
+
+
+def shape_now(t: Tensor, executor: Executor | None, *, live: bool = True) -> tuple[int, ...]:
+    """The shape details report for ``t``: declared while no executor runs its subgraph;
+    else the computed one, or with ``live`` (the main subgraph) the shape of the value it
+    holds, which a run may have settled (an output whose shape only the run decides)."""
+    if executor is None:
+        return t.shape
+    if live:
+        buf = executor.buffers[t.index]
+        if buf is not None:
+            return tuple(buf.shape)
+    return executor.shapes[t.index]

@@ -12,13 +12,7 @@ Where offload differs from LiteRT, :data:`DIFFERENCES` says how, one entry per m
 
 from __future__ import annotations
 
-from offload._compiled_model import (
-    PLACEHOLDER_SIGNATURE,
-    CompiledModel,
-    Environment,
-    EnvironmentOptions,
-    TensorBuffer,
-)
+from offload._compiled_model import PLACEHOLDER_SIGNATURE, CompiledModel
 from offload._compiled_options import (
     CpuKernelMode,
     CpuOptions,
@@ -28,6 +22,7 @@ from offload._compiled_options import (
     Options,
     QualcommOptions,
 )
+from offload._tensor_buffer import Environment, EnvironmentOptions, TensorBuffer
 
 __all__ = [
     "DIFFERENCES",

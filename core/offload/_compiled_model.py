@@ -37,9 +37,8 @@ from offload._interpreter import Interpreter, interpreter_over
 from offload._loader import load_model
 from offload._plan_report import fallback_rows
 from offload._report_text import fallback_lines
-from offload._selection import budget_from
 from offload._session import Session
-from offload._settings import AutoSettings
+from offload._settings import AutoSettings, budget_from
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._signature_runner import check_signature
 from offload._tensor_buffer import (

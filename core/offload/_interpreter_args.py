@@ -10,8 +10,7 @@ from typing import Any, Literal, TypeVar
 
 from offload._deprecation import deprecation, warn_deprecated
 from offload._litert_compat import OpResolverType, check_litert_options, check_num_threads
-from offload._selection import budget_from
-from offload._settings import AutoSettings
+from offload._settings import AutoSettings, budget_from
 
 __all__ = ["interpreter_settings", "positional_delegates"]
 

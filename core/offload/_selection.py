@@ -21,7 +21,6 @@ The auto and default choices are made when first needed (``allocate_tensors``, `
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from collections.abc import Sequence
@@ -33,38 +32,17 @@ from offload._auto import select
 from offload._auto_cache import ModelSource
 from offload._delegate import Delegate
 from offload._plugins import list_delegates, load_delegate
-from offload._settings import DEFAULT_BUDGET_S, AutoSettings
+from offload._settings import AutoSettings
 
 if TYPE_CHECKING:
     from offload._executor import Executor
     from offload._graph import Model
 
-__all__ = ["BUDGET_ENV", "DELEGATES_ENV", "DelegateSelection", "budget_from"]
+__all__ = ["DELEGATES_ENV", "DelegateSelection"]
 
 DELEGATES_ENV = "OFFLOAD_DELEGATES"
-BUDGET_ENV = "OFFLOAD_AUTO_BUDGET_S"
 _REFERENCE_WORDS = ("cpu", "none", "reference")
 _NO_DEFAULT_RESOLVERS = ("BUILTIN_WITHOUT_DEFAULT_DELEGATES", "BUILTIN_REF")
-
-
-def budget_from(value: Any) -> float:
-    """``auto_budget_s`` as seconds: the argument, else ``$OFFLOAD_AUTO_BUDGET_S``, else 2."""
-    source = "auto_budget_s"
-    if value is None:
-        env = os.environ.get(BUDGET_ENV)
-        if not env:
-            return DEFAULT_BUDGET_S
-        source, value = f"${BUDGET_ENV}", env
-        try:
-            value = float(value)
-        except ValueError:
-            raise ValueError(f"{source} must be a number of seconds, found {env!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"{source} must be a number of seconds >= 0, found {value!r}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{source} must be a finite number of seconds >= 0, found {value!r}")
-    return seconds
 
 
 class DelegateSelection:

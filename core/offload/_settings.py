@@ -3,15 +3,19 @@ choice and the executors, complete when the session is built and never changed a
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from offload._auto_accuracy import AccuracyPolicy
 
-__all__ = ["DEFAULT_BUDGET_S", "AutoSettings"]
+__all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_S", "AutoSettings", "budget_from"]
 
 DEFAULT_BUDGET_S = 2.0
+BUDGET_ENV = "OFFLOAD_AUTO_BUDGET_S"
 
 
 @dataclass
@@ -41,3 +45,23 @@ class AutoSettings:
     @property
     def policy(self) -> AccuracyPolicy:
         return AccuracyPolicy(self.precision_loss_allowed)
+
+
+def budget_from(value: Any) -> float:
+    """``auto_budget_s`` as seconds: the argument, else ``$OFFLOAD_AUTO_BUDGET_S``, else 2."""
+    source = "auto_budget_s"
+    if value is None:
+        env = os.environ.get(BUDGET_ENV)
+        if not env:
+            return DEFAULT_BUDGET_S
+        source, value = f"${BUDGET_ENV}", env
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{source} must be a number of seconds, found {env!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise ValueError(f"{source} must be a number of seconds >= 0, found {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{source} must be a finite number of seconds >= 0, found {value!r}")
+    return seconds

@@ -380,7 +380,7 @@ class CompiledModel:
     def _input_buffer(self, ex: Executor, t: int) -> TensorBuffer:
         # The array the model reads: write() then run copies once.
         buf = self._buffer(ex, t)
-        ex.buffers[t] = buf._data()
+        ex.buffers[t] = buf.capsule  # the host array itself, as LiteRT's capsule is
         return buf
 
     def _named(self, pairs: list[tuple[str, int]], name: str, sig: _Signature, what: str) -> int:

@@ -29,6 +29,7 @@ from offload._introspect import (
 )
 from offload._litert_compat import OpResolverType
 from offload._plan import Plan
+from offload._roofline import plan_work
 from offload._selection import DelegateSelection
 from offload._settings import AutoSettings
 from offload.errors import InterpreterStateError
@@ -119,14 +120,17 @@ class Session:
 
     def delegation_report(self) -> dict[str, Any]:
         """Per delegate: nodes, partitions, boundary tensors, bytes copied; fallback reasons;
-        ``"default"`` (which delegates applied and why) and ``"auto"`` (the choice's figures)."""
-        report = self.plan().to_dict()
+        ``"default"`` (which delegates applied and why), ``"auto"`` (the choice's figures) and
+        ``"work"`` (FLOPs and bytes per invoke, per partition and CPU; no timing)."""
+        plan = self.plan()
+        report = plan.to_dict()
         report["restored_to_cpu"] = {str(k): v for k, v in self.executor.restored.items()}
         report["shape_corrections"] = self.executor.shape_corrections or []
         report["model_type_reason"] = self.model.model_type_reason
         report["default"] = self.selection.describe()
         if self.selection.summary is not None:
             report["auto"] = self.selection.summary
+        report["work"] = plan_work(plan, self.executor.shapes, self.executor.restored)
         return report
 
     def profile_report(self) -> list[dict[str, Any]]:

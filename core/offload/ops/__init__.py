@@ -5,10 +5,13 @@ import importlib
 from offload._deprecation import deprecated_attributes, deprecation
 from offload.ops._base import OpKernel
 from offload.ops._registry import kernel_class, output_shapes, register, supported_ops
+from offload.ops._work import NodeWork, node_work
 
 __all__ = [
+    "NodeWork",
     "OpKernel",
     "kernel_class",
+    "node_work",
     "output_shapes",
     "register",
     "supported_ops",

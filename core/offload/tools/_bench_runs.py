@@ -45,6 +45,10 @@ class Config:
     memory: dict[str, int] = field(default_factory=dict)
     # ``--profile``: what _bench_profile measured (device time per kernel family), else None.
     device_profile: dict[str, Any] | None = None
+    # ``--roofline``: the step profile before the timed runs (each part's time is its rise
+    # over them), and the roofline _bench_roofline made of them.
+    profile_before: list[dict[str, Any]] | None = None
+    roofline: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         it = self.interpreter
@@ -71,6 +75,8 @@ class Config:
         )
         if self.device_profile is not None:
             out["device_profile"] = self.device_profile
+        if self.roofline is not None:
+            out["roofline"] = self.roofline
         report = it.delegation_report()
         out["default"] = report["default"]
         auto = report.get("auto")
@@ -148,6 +154,9 @@ def timed_loop(configs: Sequence[Config], args: argparse.Namespace, show: bool) 
         t_end = time.perf_counter() + args.warmup_min_secs
         while len(c.warmup) < args.warmup_runs or time.perf_counter() < t_end:
             c.warmup.append(_invoke(c.interpreter))  # type: ignore[arg-type]
+    if getattr(args, "roofline", False):
+        for c in live:
+            c.profile_before = c.interpreter.profile_report()  # type: ignore[union-attr]
     start_rss = probe.start()
     t_start = time.perf_counter()
 

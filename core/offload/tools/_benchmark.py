@@ -6,8 +6,10 @@ during inference (``/proc/self/status`` VmHWM, reset through ``/proc/self/clear_
 ``getrusage``), plus what ``Interpreter.memory_report()`` counts (tensors, arena, CPU kernel
 and delegate buffers). ``--compare cpu,dummy`` runs several configurations in one process,
 round-robin. ``--profile`` adds, per delegate, device time per kernel family from profiled runs
-after the timed ones. The parts: ``_bench_memory`` (RSS probe), ``_bench_runs`` (configurations
-and timed runs), ``_bench_profile`` (device profiles), ``_bench_print`` (tables and plot).
+after the timed ones. ``--roofline`` sets each plan's FLOPs and bytes per invoke, and each of its
+parts', beside the machine's measured peak. The parts: ``_bench_memory`` (RSS probe),
+``_bench_runs`` (configurations and timed runs), ``_bench_profile`` (device profiles),
+``_bench_roofline`` (rooflines), ``_bench_print`` (tables and plot).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import numpy as np
 
 from offload._interpreter import Interpreter
 from offload._loader import load_model
+from offload._machine_peak import machine_peak
 from offload.tools._bench_memory import MemoryProbe
 from offload.tools._bench_print import check_plot_file, plot, print_compare, print_single
 from offload.tools._bench_profile import print_device_profiles, profile_configs
+from offload.tools._bench_roofline import print_rooflines, roofline_configs
 from offload.tools._bench_runs import (
     Config,
     add_ratios,
@@ -96,6 +100,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=10,
         help="invokes measured with --profile (default 10)",
     )
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="FLOPs and bytes per invoke of the plan and of each partition, the GFLOP/s and "
+        "GB/s achieved, and the percent of the machine's roof at that intensity (the peak is "
+        "measured at first use and cached; every step is timed, as with --enable_op_profiling)",
+    )
     p.add_argument("--plot", metavar="PNG", help="draw per-op time to a PNG (needs offload[tools])")
     p.add_argument(
         "--compare",
@@ -120,7 +131,16 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         require_extra("matplotlib", "--plot")
         check_plot_file(args.plot)  # now, not after the timed runs
-    profile = bool(args.plot or args.enable_op_profiling)
+    op_table = bool(args.plot or args.enable_op_profiling)
+    # The roofline times each part from the step profile, which costs a clock read per step.
+    profile = op_table or args.roofline
+    peak = single = None
+    if args.roofline:
+        # LiteRT's default is 1 thread; the roof is measured at the count the delegates run.
+        threads = args.num_threads if args.num_threads and args.num_threads > 0 else 1
+        # Measured before any model runs, so that the probe and the timed runs never overlap.
+        peak = machine_peak(threads)
+        single = machine_peak(1) if threads > 1 else None  # beside it: one core's share
     rng = np.random.default_rng(args.seed)
     probe = MemoryProbe()
     t0 = time.perf_counter()
@@ -153,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
     timed_loop(configs, args, show)
     if args.profile:
         profile_configs(configs, args.profile_runs)
+    if peak is not None:
+        roofline_configs(configs, peak, single)
     result: dict[str, Any] = {
         "model": path,
         "model_size_bytes": os.path.getsize(path),
@@ -163,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         add_ratios(result)
     main = configs[0]
-    if profile and main.interpreter is not None:
+    if op_table and main.interpreter is not None:
         result["op_profile"] = op_profile(main)
     error = None
     if args.plot and main.interpreter is not None:
@@ -180,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
         print_single(result)
     if args.profile and not args.json:
         print_device_profiles(result)
+    if args.roofline and not args.json:
+        print_rooflines(result)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyopencl as cl
 
-from offload import DelegateKernel, Node, Partition, Subgraph, Tensor
+from offload import DelegateKernel, Partition, Subgraph, Tensor
+from offload.ops import node_work
 from offload.quant import dequantize, quantize
 from offload_gpu_opencl._autotune import gemm_chooser
 from offload_gpu_opencl._cache import SerializationCache
@@ -38,7 +39,7 @@ from offload_gpu_opencl._tiling import family_options
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
 
-__all__ = ["GpuKernel", "node_flops", "partition_fingerprint"]
+__all__ = ["GpuKernel", "partition_fingerprint"]
 
 # Families of the profile's transfer rows: not kernel names (those are C identifiers).
 UPLOAD, DOWNLOAD = "copy to device", "copy from device"
@@ -71,28 +72,6 @@ def partition_fingerprint(subgraph: Subgraph, partition: Partition) -> str:
             if x.is_constant:  # folded constants too: the core made their values before init
                 h.update(np.asarray(x.data).tobytes())
     return h.hexdigest()
-
-
-def node_flops(node: Node, subgraph: Subgraph) -> int:
-    """Floating-point operations of a convolution or matmul node, a multiply-add counting 2
-    (the usual GFLOP/s convention; bias and epilogue ignored); 0 for other ops."""
-    shape = subgraph.tensors
-
-    def size(t: int) -> int:
-        return elements(shape[t].shape)
-
-    if node.op == "CONV_2D":  # filter [O, KH, KW, I]: KH*KW*I products per output
-        _, kh, kw, ci = shape[node.inputs[1]].shape
-        return 2 * size(node.outputs[0]) * kh * kw * ci
-    if node.op == "DEPTHWISE_CONV_2D":  # filter [1, KH, KW, C*M]: KH*KW per output
-        _, kh, kw, _ = shape[node.inputs[1]].shape
-        return 2 * size(node.outputs[0]) * kh * kw
-    if node.op == "FULLY_CONNECTED":  # weights [O, K]: K per output
-        return 2 * size(node.outputs[0]) * shape[node.inputs[1]].shape[1]
-    if node.op == "TRANSPOSE_CONV":  # every input value scatters into KH*KW*O outputs
-        co, kh, kw, _ = shape[node.inputs[1]].shape
-        return 2 * size(node.inputs[2]) * kh * kw * co
-    return 0
 
 
 def _to_float(tensor: Tensor) -> Callable[[np.ndarray], np.ndarray]:
@@ -327,15 +306,16 @@ class GpuKernel(DelegateKernel):
         for launch in launches:
             kernel = self._make_kernel(launch, resolve)
             self.calls.append((kernel, launch.global_size, launch.local_size))
-        # For the profile: each launch's family and work. A node's arithmetic is its first
-        # launch's (what follows it, a fake-quantize or a reduction, only moves values).
+        # For the profile: each launch's family and work (the core's rule, offload.ops'
+        # node_work). A node's arithmetic is its first launch's (what follows it, a
+        # fake-quantize or a reduction, only moves values).
         self._families = [launch.kernel for launch in launches]
         self._flops = []
         counted: set[int] = set()
         for launch in launches:
             leads = launch.node not in counted
             counted.add(launch.node)
-            self._flops.append(node_flops(sg.nodes[launch.node], sg) if leads else 0)
+            self._flops.append(node_work(sg.nodes[launch.node], sg).flops if leads else 0)
 
     def _check_device_memory(self, slots: list[int], const_bytes: dict[str, int]) -> None:
         """Refuse buffers the device cannot hold, before allocating any: a driver that does

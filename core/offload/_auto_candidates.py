@@ -24,10 +24,12 @@ __all__ = [
     "CPU",
     "MAX_PAIRS",
     "candidates_among",
+    "fewer_threads",
     "label",
     "plan_cost",
     "plan_trials",
     "static_cost",
+    "thread_counts",
 ]
 
 COST_FORMULA = "cpu_nodes + delegated_nodes / expected_speedup + partitions * partition_overhead"
@@ -115,14 +117,20 @@ def candidates_among(
             # while its bf16 missed the policy).
             extra.append({"precision_loss_allowed": False})
         for kind, hardware_options in variants:
+            settings_of_kind = [
+                (
+                    {
+                        **_options_for(record.cls, settings, kind),
+                        **hardware_options,
+                        **extra_options,
+                        **settings.delegate_options.get(record.name, {}),
+                    },
+                    extra_options,
+                )
+                for extra_options in ({}, *extra)
+            ]
             built: list[dict[str, Any]] = []
-            for extra_options in ({}, *extra):
-                options = {
-                    **_options_for(record.cls, settings, kind),
-                    **hardware_options,
-                    **extra_options,
-                    **settings.delegate_options.get(record.name, {}),
-                }
+            for options, extra_options, fewer in _with_fewer_threads(record.cls, settings_of_kind):
                 if options in built:
                     continue  # the user's own options made the variant the plain delegate
                 built.append(options)
@@ -135,6 +143,8 @@ def candidates_among(
                     skipped.append({"delegate": record.name, "reason": reason})
                     continue
                 found = delegate.capabilities.hardware
+                if fewer and found != "cpu":
+                    continue  # its threads only run the ops the device leaves to the CPU
                 if kind is not None and found != kind:
                     reason = (
                         f"with options {options} it runs on {found.upper()}, not {kind.upper()}"
@@ -143,8 +153,47 @@ def candidates_among(
                     continue
                 if extra_options:
                     _VARIANT_OF[delegate] = extra_options
+                if fewer:
+                    _FEWER_THREADS.add(delegate)
                 chosen.append(delegate)
     return chosen, skipped, availability
+
+
+def thread_counts(allowed: int) -> list[int]:
+    """The thread counts auto measures where ``allowed`` threads are allowed: that many, and
+    half as many. Measured on a 16-core Xeon, 7 face and MobileNet models, each engine alone,
+    interleaved, twice: LiteRT's XNNPACK at 8 threads took 0.79-0.93x its time at 16 on the
+    same five models both times (its pool's hand-offs cost more than small layers gain); 4
+    threads beat 8 by at most 3%, and 1 thread never beat 2 (2 took 0.5-0.98x its time), so
+    neither a third count nor always 1 earns its share of the budget. On this project's
+    loaded 2-core VM, 1 thread of 2 took 0.60x (LiteRT) and 0.86x (OpenVINO) the time."""
+    return [allowed] if allowed <= 1 else [allowed, allowed // 2]
+
+
+def _with_fewer_threads(
+    cls: type[Delegate], settings_of_kind: list[tuple[dict[str, Any], dict[str, Any]]]
+) -> list[tuple[dict[str, Any], dict[str, Any], bool]]:
+    """Each (options, variant) at the threads allowed, then each again at fewer (see
+    :func:`thread_counts`; marked True) where the delegate has a ``num_threads`` option: the
+    user's ``num_threads`` is the most threads a plan may use, not the count it must."""
+    out = [(options, extra_options, False) for options, extra_options in settings_of_kind]
+    field = cls.Options.model_fields.get("num_threads")
+    if field is None:
+        return out
+    for options, extra_options in settings_of_kind:
+        allowed = options.get("num_threads", field.default)
+        if not isinstance(allowed, int) or isinstance(allowed, bool):
+            continue
+        for count in thread_counts(allowed)[1:]:
+            fewer = {**extra_options, "num_threads": count}
+            out.append(({**options, "num_threads": count}, fewer, True))
+    return out
+
+
+def fewer_threads(trial: Trial) -> bool:
+    """Whether ``trial`` runs a delegate at fewer threads than allowed (measured after the
+    candidates at the threads allowed, so a short budget spends itself on those first)."""
+    return any(d in _FEWER_THREADS for d in trial.delegates)
 
 
 def _auto_variants(cls: type[Delegate]) -> tuple[list[dict[str, Any]], str]:
@@ -177,6 +226,8 @@ def static_cost(plan: Plan, delegates: Sequence[Delegate]) -> float:
 # The extra options a candidate was built with (Delegate.auto_variants), for its label: two
 # candidates of one delegate are told apart in every report by them.
 _VARIANT_OF: weakref.WeakKeyDictionary[Delegate, dict[str, Any]] = weakref.WeakKeyDictionary()
+# The candidates built at fewer threads than allowed (see thread_counts).
+_FEWER_THREADS: weakref.WeakSet[Delegate] = weakref.WeakSet()
 
 
 def label(delegates: Sequence[Delegate]) -> str:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from offload._delegate import Delegate
     from offload._settings import AutoSettings
 
-__all__ = ["ChoiceReport", "cached_summary", "default_summary"]
+__all__ = ["ChoiceReport", "cached_summary", "default_summary", "setting_note"]
 
 
 def _row(trial: Trial) -> dict[str, Any]:
@@ -74,7 +74,7 @@ class ChoiceReport:
     ) -> dict[str, Any]:
         candidates = [_row(t) for t in (self.reference, *self.trials)]
         prepared = [t.prepare_s for t in (self.reference, *self.trials) if t.prepare_s is not None]
-        return {
+        summary: dict[str, Any] = {
             "mode": mode,
             "chosen": [d.name for d in best.delegates] or [CPU],
             "label": best.label,
@@ -91,6 +91,42 @@ class ChoiceReport:
             "skipped": self.skipped,
             "formula": COST_FORMULA,
         }
+        if mode == "measured":
+            summary["setting"] = setting_note(best, self.trials)
+        return summary
+
+
+def setting_note(best: Trial, trials: Sequence[Trial]) -> dict[str, Any] | None:
+    """Which setting of the winning delegates won, and by how much over their next-best
+    setting measured (another variant or thread count of the same delegates); None where
+    the winner is the CPU reference or its delegates had no other setting."""
+    names = [d.name for d in best.delegates]
+    if not names:
+        return None
+    others = [t for t in trials if t is not best and [d.name for d in t.delegates] == names]
+    if not others:
+        return None
+    timed = [t for t in others if t.status == "measured" and t.median_s is not None]
+    who = "+".join(names)
+    if not timed or not best.median_s:
+        untimed = ", ".join(f"{t.label}: {t.status}" for t in others)
+        return {
+            "label": best.label,
+            "versus": None,
+            "ratio": None,
+            "text": f"{best.label}: no other setting of {who} was timed ({untimed})",
+        }
+    runner_up = min(timed, key=lambda t: t.median_s or 0.0)
+    ratio = best.median_s / (runner_up.median_s or best.median_s)
+    return {
+        "label": best.label,
+        "versus": runner_up.label,
+        "ratio": ratio,
+        "text": (
+            f"{best.label} took {ratio:.2f}x the time of {runner_up.label}, the next-best "
+            f"setting of {who}"
+        ),
+    }
 
 
 def _gate_summary(settings: AutoSettings, gate: Sequence[GateInput]) -> dict[str, Any]:

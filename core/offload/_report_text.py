@@ -152,6 +152,8 @@ def render_auto(auto: dict[str, Any]) -> str:
     out.append("")
     _say(f"Auto choice: {', '.join(auto['chosen'])} ({origin})")
     _say(f"why: {auto['reason']}", "  ")
+    if auto.get("setting"):
+        _say(f"setting: {auto['setting']['text']}", "  ")
     if cache.get("differences"):
         # One setting a line: the key is what a reader looks for, the values follow it.
         _say(f"decision cache: {cache['status']} ({cache.get('path')})", "  ")

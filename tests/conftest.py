@@ -2,7 +2,11 @@
 
 Decisions that ``delegates="auto"`` (and the default) remember go to a directory of this test
 session, never to the user's ``~/.cache/offload/auto``: a decision a benchmark stored there
-would otherwise change which delegates a test's default interpreter runs.
+would otherwise change which delegates a test's default interpreter runs. Every delegate's
+cache (``offload.cache.default_location``: OpenVINO's compiled models, Core ML's packages,
+LiteRT's op table, the roofline's peak) goes to this session's directory too: the suite wrote
+1.2 GB of OpenVINO blobs into the user's home before, and a warm home cache made a run on a
+developer's machine faster than the same run on a fresh CI machine.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pytest
 def _session_auto_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     patch = pytest.MonkeyPatch()
     patch.setenv("OFFLOAD_AUTO_CACHE_DIR", str(tmp_path_factory.mktemp("auto-cache")))
+    patch.setenv("OFFLOAD_CACHE_DIR", str(tmp_path_factory.mktemp("delegate-caches")))
     yield
     patch.undo()
 

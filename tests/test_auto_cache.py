@@ -268,6 +268,7 @@ def test_a_refused_directory_named_by_the_user_raises(model, tmp_path):
 
 def test_the_default_location_refused_only_warns(model, tmp_path, monkeypatch):
     """The default location, refused, warns and runs without remembering."""
+    monkeypatch.delenv("OFFLOAD_CACHE_DIR", raising=False)  # the suite's own (conftest)
     monkeypatch.delenv("OFFLOAD_AUTO_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     where = tmp_path / "xdg" / "offload" / "auto"

@@ -409,6 +409,7 @@ def test_failed_build_leaves_nothing(store: EntryStore) -> None:
 def test_default_location_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """A delegate's default cache is <XDG_CACHE_HOME or ~/.cache>/offload/<namespace>; only a
     path, created by CacheDir.open."""
+    monkeypatch.delenv("OFFLOAD_CACHE_DIR", raising=False)  # the suite's own (conftest)
     from offload.cache import default_location
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -109,6 +109,7 @@ def test_explicit_symlinked_cache_dir_is_refused(tmp_path: Path) -> None:
 
 def test_refused_default_dir_converts_without_a_cache(tmp_path: Path, monkeypatch) -> None:
     """The default directory (not the user's choice) falls back to a private temporary one."""
+    monkeypatch.delenv("OFFLOAD_CACHE_DIR", raising=False)  # the suite's own (conftest)
     bad = tmp_path / "xdg"
     bad.mkdir()
     os.chmod(bad, 0o755)

@@ -28,7 +28,6 @@ from offload._litert_compat import (
 )
 from offload._loader import load_model
 from offload._plan import Plan
-from offload._selection import DelegateSelection
 from offload._session import Session
 from offload._shape_pass import DEFAULT_MAX_TENSOR_BYTES
 from offload._signature_runner import (
@@ -202,10 +201,6 @@ class Interpreter:
     def _executor(self) -> Executor:
         # The session's main executor, replaced once by the auto or default choice.
         return self._session.executor
-
-    @property
-    def _selection(self) -> DelegateSelection:
-        return self._session.selection
 
     @property
     def _delegates(self) -> list[Delegate]:
@@ -451,7 +446,7 @@ class Interpreter:
         mode, the choice and why, the cache's status, and every candidate's plan, timing or
         rejection and measured error (docs/introspection.md, docs/delegate-authors.md)."""
         self._resolve()
-        return self._selection.summary
+        return self._session.selection.summary
 
     def plan(self) -> Plan:
         """The partition plan (computed on first use, or by allocate_tensors)."""

@@ -23,7 +23,8 @@ and full-size MobileNetV2, InceptionV3 and MobileNetV3-Small float32 from build/
 (made by scripts/make_conformance.py), or the .tflite files of ``--model-dir``.
 
     python benchmarks/gpu_vs_litert.py [--models face_landmark inception] [--runs 30] [--block 1]
-        [--flush-sweep N ...] [--profile] [--json | --markdown] [--write-json FILE]
+        [--flush-sweep N ...] [--enqueue-sweep MODE ...] [--profile] [--json | --markdown]
+        [--write-json FILE]
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ COLUMNS = {  # key -> column title
     "auto": "offload auto",
 }
 FLUSH_PREFIX = "gpu_opencl_f32_flush"  # --flush-sweep's columns: this and the interval
+ENQUEUE_PREFIX = "gpu_opencl_f32_enqueue_"  # --enqueue-sweep's columns: this and the mode
 BASELINE = "litert_gpu"
 PROFILED = ("gpu_opencl_f32", "gpu_opencl_half")
 
@@ -249,7 +251,11 @@ SWEEP_CACHE: str | None = None
 
 
 def gpu_opencl(
-    path: Path, inputs: Sequence[np.ndarray], half: bool, flush_every: int | None = None
+    path: Path,
+    inputs: Sequence[np.ndarray],
+    half: bool,
+    flush_every: int | None = None,
+    enqueue: str = "auto",
 ) -> Runner:
     import offload
     from offload_gpu_opencl import GpuOpenCLDelegate
@@ -259,7 +265,11 @@ def gpu_opencl(
     available = GpuOpenCLDelegate.availability()
     if not available.available:
         raise Unavailable(f"gpu_opencl unavailable: {available.reason}")
-    options: dict[str, Any] = {"precision_loss_allowed": half, "flush_every": flush_every}
+    options: dict[str, Any] = {
+        "precision_loss_allowed": half,
+        "flush_every": flush_every,
+        "enqueue": enqueue,
+    }
     if not half:
         options["serialization_dir"] = SWEEP_CACHE
     delegate = GpuOpenCLDelegate(options)
@@ -275,6 +285,7 @@ def gpu_opencl(
         "partitions": len(stats),
         "launches": sum(s.get("launches", 0) for s in stats),
         "flush_every": next((s["flush_every"] for s in stats if "flush_every" in s), None),
+        "enqueue": sorted({s.get("enqueue", "?") for s in stats}),
         "device": next((s["device"] for s in stats if s.get("device")), ""),
         # Per partition: the kernel family, and in the GPU family each product's tile and
         # split with what the autotuner timed (JSON only: the evidence for retuning tiles).
@@ -354,6 +365,8 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return offload_auto(path, inputs)
     if key.startswith(FLUSH_PREFIX):
         return gpu_opencl(path, inputs, half=False, flush_every=int(key[len(FLUSH_PREFIX) :]))
+    if key.startswith(ENQUEUE_PREFIX):
+        return gpu_opencl(path, inputs, half=False, enqueue=key[len(ENQUEUE_PREFIX) :])
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
 
 
@@ -654,6 +667,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="add gpu_opencl f32 columns that flush every N launches (0: never)",
     )
+    parser.add_argument(
+        "--enqueue-sweep",
+        nargs="+",
+        default=[],
+        choices=("auto", "command_buffer", "direct", "pyopencl"),
+        metavar="MODE",
+        help="add gpu_opencl f32 columns that enqueue their launches this way "
+        "(auto, command_buffer, pyopencl)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--markdown", action="store_true", help="print tables for RESULTS.md")
@@ -672,6 +694,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         COLUMNS[f"{FLUSH_PREFIX}{n}"] = (
             f"gpu_opencl f32, flush every {n}" if n else ("gpu_opencl f32, no flush")
         )
+    for mode in args.enqueue_sweep:
+        COLUMNS[f"{ENQUEUE_PREFIX}{mode}"] = f"gpu_opencl f32, enqueue {mode}"
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         info, results, args.runs = data, data["models"], data["runs"]
@@ -682,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not models:
             parser.error("no model found (see --model-dir and --models)")
         info = machine()
-        if args.flush_sweep:
+        if args.flush_sweep or args.enqueue_sweep:
             global SWEEP_CACHE
             SWEEP_CACHE = tempfile.mkdtemp(prefix="gpu_vs_litert_")
         data = {**info, "runs": args.runs, "block": args.block, "column_titles": COLUMNS}

@@ -76,6 +76,12 @@ def main() -> int:
 def launch_floor(handle) -> None:
     import numpy as np
 
+    from offload_gpu_opencl._replay import COMMAND_BUFFER_EXTENSION, make_launcher
+
+    has = COMMAND_BUFFER_EXTENSION in handle.device.extensions.split()
+    print(f"\n{COMMAND_BUFFER_EXTENSION}: {'yes' if has else 'no'}")
+    print(f"extensions: {handle.device.extensions.strip()}")
+
     ctx, dev = handle.context, handle.device
     src = (
         "__kernel void nop(__global float* x, int n) "
@@ -107,6 +113,21 @@ def launch_floor(handle) -> None:
                 f"launch floor, {n} items, {label}: {wall:.2f} us wall per launch, "
                 f"median device {device:.2f} us"
             )
+        # The same 2000 launches through each of gpu_opencl's enqueue modes (_replay), as one
+        # invoke: what a model's launches cost the host in each.
+        for mode in ("pyopencl", "direct", "command_buffer"):
+            try:
+                launcher = make_launcher(mode, handle.queue, [(kernel, (size,), (64,))] * 2000, 0)
+            except Exception as exc:
+                print(f"enqueue {mode}: unavailable ({exc})")
+                continue
+            launcher.enqueue()
+            handle.queue.finish()
+            t0 = time.perf_counter()
+            launcher.enqueue()
+            handle.queue.finish()
+            wall = (time.perf_counter() - t0) / 2000 * 1e6
+            print(f"launch floor, {n} items, enqueue {mode}: {wall:.2f} us wall per launch")
 
 
 def _preferred_multiple(handle) -> int | str:

@@ -16,7 +16,8 @@
 # Environment: OUT (default out/gpu_run/results), PYTHON (python3), RUNS (30), BLOCK (runs of a
 # column in a row per round, 1), MODELS (substrings of model names, space separated; default
 # all), BENCH_TIMEOUT (540 s), FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space
-# separated; default none).
+# separated; default none), ENQUEUE_SWEEP (gpu_opencl enqueue modes for extra f32 columns:
+# auto command_buffer pyopencl; default none).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -136,6 +137,8 @@ args=(--model-dir "$WORK/models" --runs "$RUNS" --block "${BLOCK:-1}" --profile 
 [[ -n "${MODELS:-}" ]] && args+=(--models ${MODELS})
 # shellcheck disable=SC2206  # FLUSH_SWEEP too: gpu_opencl f32 columns flushing every N launches
 [[ -n "${FLUSH_SWEEP:-}" ]] && args+=(--flush-sweep ${FLUSH_SWEEP})
+# shellcheck disable=SC2206  # ENQUEUE_SWEEP too: gpu_opencl f32 columns per enqueue mode
+[[ -n "${ENQUEUE_SWEEP:-}" ]] && args+=(--enqueue-sweep ${ENQUEUE_SWEEP})
 log "running gpu_vs_litert.py ${args[*]}"
 start=$(date +%s)
 # Stopped in time to write the tables (the device machine ends a command at 600 s).

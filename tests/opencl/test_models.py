@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyopencl as cl
 import pytest
 from opencl_support import face_models, random_inputs, relative_error, run_litert
 
@@ -145,3 +146,54 @@ def test_flushing_every_few_launches_changes_no_output(family: str) -> None:
                 np.testing.assert_array_equal(a, b)
     with pytest.raises(offload.errors.DelegateOptionsError, match="flush_every"):
         offload.load_delegate("gpu_opencl", {"flush_every": -1})
+
+
+@pytest.mark.parametrize("family", ["cpu", "gpu"])
+def test_every_enqueue_mode_gives_the_same_outputs(family: str) -> None:
+    """Launches enqueued one by one through pyopencl, through the OpenCL library directly, or
+    recorded once in a command buffer (where the driver has cl_khr_command_buffer) are the same
+    in-order commands: outputs bit for bit alike over invokes whose inputs differ, half
+    storage's on-device input conversion included. auto takes pyopencl's on a CPU device and
+    says why."""
+    from offload_gpu_opencl._replay import COMMAND_BUFFER_EXTENSION
+
+    path = MODELS.get("face_detection_short_range.tflite") or next(iter(MODELS.values()))
+    probe = offload.Interpreter(model_path=str(path), delegates=["gpu_opencl"])
+    probe.allocate_tensors()
+    device = probe.delegate_kernel_stats()[0]["stats"]["device"]
+    recorded = any(
+        COMMAND_BUFFER_EXTENSION in d.extensions.split() and d.name.strip() == device
+        for p in cl.get_platforms()
+        for d in p.get_devices()
+    )
+    modes = ["pyopencl", "direct", "auto"] + (["command_buffer"] if recorded else [])
+    for half in (False, True):
+        found: dict[str, list[list[np.ndarray]]] = {}
+        for mode in modes:
+            options = {"kernel_family": family, "enqueue": mode, "precision_loss_allowed": half}
+            interp = offload.Interpreter(
+                model_path=str(path),
+                delegates=[offload.load_delegate("gpu_opencl", options)],
+                allow_cpu_fallback=False,
+            )
+            interp.allocate_tensors()
+            (row,) = interp.delegate_kernel_stats()
+            want = "pyopencl" if mode == "auto" else mode
+            assert row["stats"]["enqueue"] == want, row["stats"]
+            if mode == "auto":
+                assert "CPU device" in row["stats"]["enqueue_reason"]
+            found[mode] = []
+            for seed in (0, 1):
+                inputs = random_inputs(interp.get_input_details(), seed=seed)
+                for d, x in zip(interp.get_input_details(), inputs):
+                    interp.set_tensor(d["index"], x)
+                interp.invoke()
+                found[mode].append(
+                    [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+                )
+        for mode in modes[1:]:
+            for got, want_outputs in zip(found[mode], found["pyopencl"]):
+                for a, b in zip(got, want_outputs):
+                    np.testing.assert_array_equal(a, b, err_msg=f"enqueue={mode}, half={half}")
+    with pytest.raises(offload.errors.DelegateOptionsError, match="enqueue"):
+        offload.load_delegate("gpu_opencl", {"enqueue": "graph"})

@@ -93,6 +93,11 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     type="int",
                     help="clFlush every N launches, 0 never (default: 24 on Mali, else 0)",
                 ),
+                flag(
+                    flag="--gpu_enqueue",
+                    option="enqueue",
+                    help="how launches are enqueued: auto, command_buffer, direct, pyopencl",
+                ),
             ),
         )
     ]

@@ -15,6 +15,7 @@ from offload import Capabilities, Delegate, DelegateOptions, ModelTypeSupport
 from offload_gpu_opencl._device import open_device, probe
 from offload_gpu_opencl._kernel import GpuKernel
 from offload_gpu_opencl._ops import SPECS, capabilities_ops
+from offload_gpu_opencl._replay import EnqueueMode
 
 __all__ = ["GpuOpenCLDelegate", "GpuOpenCLOptions", "capabilities"]
 
@@ -65,6 +66,14 @@ class GpuOpenCLOptions(DelegateOptions):
     flush, so that the device runs while the host is still enqueuing; ``0``: only the invoke's
     one wait submits them. ``None`` (default): 24 on ARM Mali GPUs, as LiteRT's GPU delegate
     does, else 0.
+    ``enqueue``: how an invoke's launches reach the driver. ``"command_buffer"``: recorded once
+    at init with ``cl_khr_command_buffer`` and enqueued as one command per invoke (init fails
+    where the driver cannot); ``"direct"``: one call of the OpenCL library per launch, its
+    arguments made at init, no event; ``"pyopencl"``: one ``pyopencl.enqueue_nd_range_kernel``
+    per launch. ``"auto"`` (default): on GPUs and other non-CPU devices a command buffer where
+    the driver has the extension, else direct; on CPU devices pyopencl's (cheapest there).
+    Results are the same in every mode; ``stats()["enqueue"]`` names the one in use. Profiling
+    enqueues through pyopencl whatever this says, since each launch needs its own event.
     """
 
     precision_loss_allowed: bool = False
@@ -76,6 +85,7 @@ class GpuOpenCLOptions(DelegateOptions):
     kernel_family: Literal["auto", "cpu", "gpu"] = "auto"
     autotune: bool | None = None
     flush_every: NonNegativeInt | None = None
+    enqueue: EnqueueMode = "auto"
 
 
 class GpuOpenCLDelegate(Delegate):

@@ -33,6 +33,7 @@ from offload_gpu_opencl._device import build_program, open_device, profiling_que
 from offload_gpu_opencl._errors import GpuOpenCLError, check
 from offload_gpu_opencl._ir import LINEAR, SLACK, Launch, Lowering, Ref, elements
 from offload_gpu_opencl._lower import lower
+from offload_gpu_opencl._replay import Launcher, LaunchSpec, make_launcher
 from offload_gpu_opencl._source import source_hash
 from offload_gpu_opencl._tiling import family_options
 
@@ -174,12 +175,12 @@ class GpuKernel(DelegateKernel):
         self._stats["program"] = origin
         self._needs_save = cache is not None and origin != "binary"
         self._warmed = origin == "binary"
-        self._setup(lowering)
         flush_every = opts.flush_every
         if flush_every is None:
             flush_every = FLUSH_EVERY_MALI if "mali" in handle.name.lower() else 0
         self.flush_every = flush_every
         self._stats["flush_every"] = flush_every
+        self._setup(lowering)
 
     def _setup(self, lw: Lowering) -> None:
         ctx, sg, part = self.handle.context, self.subgraph, self.partition
@@ -306,6 +307,17 @@ class GpuKernel(DelegateKernel):
         for launch in launches:
             kernel = self._make_kernel(launch, resolve)
             self.calls.append((kernel, launch.global_size, launch.local_size))
+        # Unprofiled invokes enqueue the input conversions and the launches as recorded once
+        # (_replay); the profiling queue enqueues them one by one, each with its event.
+        staged_calls: list[LaunchSpec] = [
+            (kernel, size, LINEAR) for _b, kernel, size in filter(None, self.staging)
+        ]
+        self.launcher: Launcher = make_launcher(
+            self.options.enqueue, self.handle.queue, [*staged_calls, *self.calls], self.flush_every
+        )
+        self._stats["enqueue"] = self.launcher.mode
+        if self.launcher.reason:
+            self._stats["enqueue_reason"] = self.launcher.reason
         # For the profile: each launch's family and work (the core's rule, offload.ops'
         # node_work). A node's arithmetic is its first launch's (what follows it, a
         # fake-quantize or a reduction, only moves values).
@@ -416,6 +428,7 @@ class GpuKernel(DelegateKernel):
         events: list[tuple[str, str, int, cl.Event]] | None = None if profiling is None else []
         store = self.store_dtype
         keep = []
+        launcher = self.launcher if profiling is None else None
         for (root, convert, count), stage, value in zip(self.inputs, self.staging, inputs):
             dtype = store if stage is None else np.float32
             host = np.ascontiguousarray(convert(value), dtype=dtype)
@@ -429,17 +442,19 @@ class GpuKernel(DelegateKernel):
             event = cl.enqueue_copy(queue, target, host, is_blocking=False)
             if events is not None:
                 events.append((UPLOAD, "transfer", 0, event))
-            if stage is not None:
+            if stage is not None and events is not None:
                 event = cl.enqueue_nd_range_kernel(queue, stage[1], stage[2], LINEAR)
+                events.append(("to_store", "kernel", 0, event))
+        if launcher is not None:
+            launcher.enqueue()
+        else:
+            flush_every = self.flush_every
+            for pos, (kernel, global_size, local_size) in enumerate(self.calls):
+                event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
                 if events is not None:
-                    events.append(("to_store", "kernel", 0, event))
-        flush_every = self.flush_every
-        for pos, (kernel, global_size, local_size) in enumerate(self.calls):
-            event = cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
-            if events is not None:
-                events.append((self._families[pos], "kernel", self._flops[pos], event))
-            if flush_every and pos % flush_every == 0:
-                check("clFlush", queue.flush)
+                    events.append((self._families[pos], "kernel", self._flops[pos], event))
+                if flush_every and pos % flush_every == 0:
+                    check("clFlush", queue.flush)
         reads = []
         for root, _convert, count in self.outputs:
             host = np.empty(count, store)

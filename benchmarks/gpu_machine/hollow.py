@@ -2,6 +2,9 @@
 then compresses to a few KB), refill them there with seeded random values scaled like He
 initialisation. Same graph, same shapes, new weights: right for timing and for comparing two
 runtimes on the same file, not for accuracy. (After ../shared/tools/hollow_tflite.py.)
+Constants of at most SMALL values travel as they are: they are the graph's own numbers (a hard
+sigmoid's 3 and 1/6), which a runtime may recognise (gpu_opencl fuses a MUL by 1/6), and
+they cost nothing to send.
 
     python hollow.py zero MODEL.tflite MODEL.tflite.hollow.xz    # here
     python hollow.py fill MODEL.tflite.hollow.xz MODEL.tflite    # there (needs numpy, tflite)
@@ -19,15 +22,20 @@ from pathlib import Path
 import numpy as np
 import tflite
 
+SMALL = 16
+
 
 def float_constants(buf: bytearray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(shape, writable float32 view of the bytes) of each float32 constant of subgraph 0."""
+    """(shape, writable float32 view of the bytes) of each float32 constant of subgraph 0 with
+    more than SMALL values."""
     model = tflite.Model.GetRootAsModel(buf, 0)
     graph = model.Subgraphs(0)
     for i in range(graph.TensorsLength()):
         tensor = graph.Tensors(i)
         data = model.Buffers(tensor.Buffer())
-        if tensor.Type() != tflite.TensorType.FLOAT32 or data is None or data.DataLength() == 0:
+        if tensor.Type() != tflite.TensorType.FLOAT32 or data is None:
+            continue
+        if data.DataLength() <= SMALL * 4:
             continue
         shape = tensor.ShapeAsNumpy() if tensor.ShapeLength() else np.array([1])
         yield shape, data.DataAsNumpy().view(np.float32)

@@ -6,6 +6,7 @@ the partition lowers to) and the result against LiteRT, in float32 and half stor
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -151,6 +152,72 @@ def fully_connected_prelu() -> bytes:
     return b.build()
 
 
+def pool_branch_after_the_conv() -> bytes:
+    """A stride-2 CONV_2D, then (in node order) a MAX_POOL of the same input, ADD and PRELU
+    (the landmark models' blocks): the pool is lowered before the conv, whose launch adds it."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 8, 10, 16))
+    c = b.add_tensor("c", (1, 4, 5, 16))
+    m = b.add_tensor("m", (1, 4, 5, 16))
+    s = b.add_tensor("s", (1, 4, 5, 16))
+    y = b.add_tensor("y", (1, 4, 5, 16))
+    wt, bias = b.add_constant("w", w(16, 3, 3, 16)), b.add_constant("b", w(16))
+    alpha = b.add_constant("a", w(1, 1, 16))
+    pool = {"padding": "VALID", "stride_h": 2, "stride_w": 2, "filter_height": 2}
+    pool |= {"filter_width": 2, "fused_activation_function": "NONE"}
+    b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options(2))
+    b.add_operator("MAX_POOL_2D", [x], [m], pool)
+    b.add_operator("ADD", [c, m], [s], {"fused_activation_function": "NONE"})
+    b.add_operator("PRELU", [s, alpha], [y])
+    b.add_output(y)
+    return b.build()
+
+
+def hard_swish_after_convs(expose: bool = False) -> bytes:
+    """A 1x1 CONV_2D and a 5x5 DEPTHWISE each followed by a HARD_SWISH (MobileNetV3's blocks):
+    each HARD_SWISH runs in its convolution's epilogue (not when ``expose`` makes the
+    convolutions' outputs model outputs too)."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 9, 11, 12))
+    c = b.add_tensor("c", (1, 9, 11, 20))
+    h = b.add_tensor("h", (1, 9, 11, 20))
+    d = b.add_tensor("d", (1, 9, 11, 20))
+    y = b.add_tensor("y", (1, 9, 11, 20))
+    cw, cb = b.add_constant("cw", 3 * w(20, 1, 1, 12)), b.add_constant("cb", w(20))
+    dw, db = b.add_constant("dw", w(1, 5, 5, 20)), b.add_constant("db", w(20))
+    b.add_operator("CONV_2D", [x, cw, cb], [c], conv_options())
+    b.add_operator("HARD_SWISH", [c], [h])
+    b.add_operator("DEPTHWISE_CONV_2D", [h, dw, db], [d], dw_options())
+    b.add_operator("HARD_SWISH", [d], [y])
+    b.add_output(y)
+    if expose:
+        b.add_output(c)
+        b.add_output(d)
+    return b.build()
+
+
+def hard_sigmoid_gate(sixth: float, expose: bool = False) -> Callable[[], bytes]:
+    """MobileNetV3's squeeze-excite gate: a RELU6 1x1 CONV_2D on a pooled 1x1 tensor, then a
+    MUL by the constant ``sixth``; by exactly float32 1/6 it runs in the conv's epilogue, by
+    anything else alone."""
+
+    def build() -> bytes:
+        b = ModelBuilder()
+        x = b.add_input("x", (1, 1, 1, 24))
+        c = b.add_tensor("c", (1, 1, 1, 24))
+        y = b.add_tensor("y", (1, 1, 1, 24))
+        cw, cb = b.add_constant("cw", 4 * w(24, 1, 1, 24)), b.add_constant("cb", 3 + w(24))
+        k = b.add_constant("k", np.array(sixth, F))
+        b.add_operator("CONV_2D", [x, cw, cb], [c], conv_options(act="RELU6"))
+        b.add_operator("MUL", [c, k], [y], {"fused_activation_function": "NONE"})
+        b.add_output(y)
+        if expose:
+            b.add_output(c)
+        return b.build()
+
+    return build
+
+
 # model -> kernels of its launches, in order
 CASES: dict[str, tuple[Callable[[], bytes], list[str]]] = {
     "conv_add_prelu": (conv_add_prelu, ["matmul_6x2"]),
@@ -159,6 +226,10 @@ CASES: dict[str, tuple[Callable[[], bytes], list[str]]] = {
     "channel_padded_residual": (channel_padded_residual, ["pool", "conv2d_8x1"]),
     "shared_conv_output": (shared_conv_output, ["matmul_8x1", "binary8"]),
     "fully_connected_prelu": (fully_connected_prelu, ["matmul_1x2"]),
+    "hard_swish_after_convs": (hard_swish_after_convs, ["matmul_8x1", "dwconv"]),
+    "pool_branch_after_the_conv": (pool_branch_after_the_conv, ["pool", "conv2d_6x2"]),
+    "hard_sigmoid_gate": (hard_sigmoid_gate(1 / 6), ["matmul_1x2"]),
+    "gate_times_a_quarter": (hard_sigmoid_gate(0.25), ["matmul_1x2", "binary8"]),
 }
 
 
@@ -189,3 +260,43 @@ def test_fused_chain_matches_litert(case: str, precision_loss: bool) -> None:
         got = interp.get_tensor(detail["index"])
         rel = relative_error(got, want)
         assert rel <= TOLERANCE[precision_loss], f"{case}: {rel:.3e}\ngpu {got}\nlitert {want}"
+
+
+@pytest.mark.parametrize("family", ["cpu", "gpu"])
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+def test_fused_activations_change_no_bit(
+    family: str, precision_loss: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A HARD_SWISH, or a MUL by 1/6 after a RELU6, computed in the convolution's epilogue
+    gives the bits its own launch gives in float32 storage: the same model with the
+    convolutions' outputs made model outputs (which stops the fusion) agrees exactly, over
+    inputs that reach the activations' bends (-3, 0, 3, 6). With half storage the fused path
+    rounds the convolution's result to half once, at the end, not also before the activation:
+    within half's precision of the unfused one."""
+    options = {"kernel_family": family, "precision_loss_allowed": precision_loss}
+    for build in (hard_swish_after_convs, lambda expose=False: hard_sigmoid_gate(1 / 6, expose)()):
+        outputs = []
+        for expose in (False, True):
+            monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(3))
+            interp = offload.Interpreter(
+                model_content=build(expose=expose),
+                delegates=[offload.load_delegate("gpu_opencl", options)],
+                allow_cpu_fallback=False,
+            )
+            interp.allocate_tensors()
+            (row,) = interp.delegate_kernel_stats()
+            outputs.append((row["stats"]["launches"], []))
+            for seed in (1, 2):
+                (detail,) = interp.get_input_details()
+                x = np.random.default_rng(seed).uniform(-8, 8, detail["shape"]).astype(F)
+                x.flat[:8] = [-3, 0, 3, 6, -3.0001, 2.9999, 6.0001, -0.0]
+                interp.set_tensor(detail["index"], x)
+                interp.invoke()
+                outputs[-1][1].append(interp.get_tensor(interp.get_output_details()[0]["index"]))
+        (fused_launches, fused), (plain_launches, plain) = outputs
+        assert fused_launches < plain_launches
+        for a, b in zip(fused, plain):
+            if precision_loss:
+                assert relative_error(a, b) <= TOLERANCE[True]
+            else:
+                np.testing.assert_array_equal(a, b)

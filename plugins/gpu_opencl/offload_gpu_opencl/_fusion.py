@@ -17,7 +17,9 @@ from offload import Node
 from offload_gpu_opencl._ir import (
     ACTIVATIONS,
     FINITE,
+    HARD_SWISH,
     QUANTIZED,
+    RELU6_SIXTH,
     Epilogue,
     Lowering,
     act,
@@ -30,17 +32,23 @@ __all__ = ["plan_fusion"]
 
 _CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 _RELUS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}  # as ACTIVATIONS codes
+# Producers of a residual that may be lowered early, just before the convolution that adds
+# it: they read only their input, write only their output.
+_HOISTABLE = ("MAX_POOL_2D", "AVERAGE_POOL_2D", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
 
 
 def plan_fusion(lw: Lowering) -> None:
     """Decide which nodes run inside another node's launch.
 
     * A convolution (CONV_2D, DEPTHWISE_CONV_2D with multiplier 1, FULLY_CONNECTED) absorbs the
-      chain that follows it: a RELU-type op (when it has no activation of its own), a residual
+      chain that follows it: a RELU-type op or a HARD_SWISH (when it has no activation of its
+      own: MobileNetV3's 19 HARD_SWISH launches), a MUL by the constant 1/6 after a RELU6
+      (MobileNetV3's hard sigmoid), a residual
       ADD of a same-shape tensor (or of a tensor zero-padded on channels by a PAD, which is
       absorbed too), a RELU-type op after the ADD, a PRELU with constant per-channel slopes.
       Each absorbed link's input must have no other reader and stay inside the partition, and
-      the residual must be computed before the convolution's launch.
+      the residual must be computed before the convolution's launch, or be a pooling or resize
+      whose inputs are, which is then lowered just before the convolution (``hoisted``).
     * A zero PAD of H and W whose readers are all convolutions (as their input) is folded into
       their padding.
 
@@ -72,7 +80,10 @@ def plan_fusion(lw: Lowering) -> None:
         p = np.asarray(lw.tensor(node.inputs[1]).constant_value(), np.int64).reshape(-1, 2)
         return p if len(p) == len(lw.tensor(node.inputs[0]).shape) and (p >= 0).all() else None
 
-    def residual(other: int, add: Node, shape: tuple[int, ...], at: int) -> tuple[int, int] | None:
+    def residual(
+        other: int, add: Node, shape: tuple[int, ...], conv: int
+    ) -> tuple[int, int] | None:
+        at = pos[conv]
         producer = lw.producers.get(other)
         if producer in pos and sg.nodes[producer].op == "PAD" and sole(other) is add:
             pad = sg.nodes[producer]
@@ -87,7 +98,23 @@ def plan_fusion(lw: Lowering) -> None:
             ):
                 lw.skip.add(pad.index)
                 return src, int(src_shape[-1])
-        if tuple(lw.tensor(other).shape) == tuple(shape) and ready(other, at):
+        if tuple(lw.tensor(other).shape) != tuple(shape):
+            return None
+        if ready(other, at):
+            return other, int(shape[-1])
+        # A residual made later by a pooling or resize whose own inputs are there already
+        # (BlazeFace's and the landmark models' MAX_POOL branch): that node is lowered just
+        # before the convolution instead, and the ADD fused.
+        producer = lw.producers.get(other)
+        if (
+            producer in pos
+            and sg.nodes[producer].op in _HOISTABLE
+            and producer not in lw.skip
+            and producer not in lw.hoisted.values()
+            and conv not in lw.hoisted
+            and all(ready(t, at) for t in sg.nodes[producer].inputs if t >= 0)
+        ):
+            lw.hoisted[conv] = producer
             return other, int(shape[-1])
         return None
 
@@ -109,6 +136,24 @@ def plan_fusion(lw: Lowering) -> None:
             ep.act, t = relu, nxt.outputs[0]
             fused.append(nxt)
             nxt = sole(t)
+        elif (
+            nxt is not None
+            and nxt.op == "HARD_SWISH"
+            and ep.act == ACTIVATIONS["NONE"]
+            and plain(nxt.outputs[0])
+        ):
+            ep.act, t = HARD_SWISH, nxt.outputs[0]
+            fused.append(nxt)
+            nxt = sole(t)
+        if (
+            nxt is not None
+            and ep.act == ACTIVATIONS["RELU6"]
+            and _times_sixth(lw, nxt, t)
+            and plain(nxt.outputs[0])
+        ):
+            ep.act, t = RELU6_SIXTH, nxt.outputs[0]
+            fused.append(nxt)
+            nxt = sole(t)
         if (
             nxt is not None
             and nxt.op == "ADD"
@@ -118,7 +163,7 @@ def plan_fusion(lw: Lowering) -> None:
             and tuple(lw.tensor(nxt.outputs[0]).shape) == shape
         ):
             other = nxt.inputs[1] if nxt.inputs[0] == t else nxt.inputs[0]
-            found = residual(other, nxt, shape, pos[n])
+            found = residual(other, nxt, shape, n)
             if found is not None:
                 ep.residual, ep.channels = found
                 ep.act2, t = kernel_act(nxt, sg), nxt.outputs[0]
@@ -174,6 +219,22 @@ def plan_fusion(lw: Lowering) -> None:
 
     if lw.gemm is not None:
         _place_concatenated(lw, pos, sole)
+
+
+def _times_sixth(lw: Lowering, node: Node, t: int) -> bool:
+    """``node`` multiplies ``t`` by a constant scalar float32 1/6 (and nothing else): its
+    result equals the RELU6_SIXTH epilogue's, whose values in [0, 1] its finite clamp keeps."""
+    if node.op != "MUL" or len(node.inputs) != 2 or act(node) != 0:
+        return False
+    if t not in node.inputs or node.inputs[0] == node.inputs[1]:
+        return False
+    other = node.inputs[1] if node.inputs[0] == t else node.inputs[0]
+    if not lw.is_folded(other) or elements(lw.tensor(other).shape) != 1:
+        return False
+    if tuple(lw.tensor(node.outputs[0]).shape) != tuple(lw.tensor(t).shape):
+        return False
+    value = np.asarray(lw.value(other))
+    return value.dtype == np.float32 and value.reshape(-1)[0] == np.float32(1.0 / 6.0)
 
 
 def _relu_after(code: int, nxt: Node | None) -> int | None:

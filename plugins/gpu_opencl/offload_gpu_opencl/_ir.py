@@ -29,12 +29,14 @@ __all__ = [
     "ACTIVATIONS",
     "BLOCKS",
     "FINITE",
+    "HARD_SWISH",
     "FINITE_OPS",
     "INT_MAX",
     "LAUNCH_SHAPES",
     "LINEAR",
     "MAX_ELEMENTS",
     "QUANTIZED",
+    "RELU6_SIXTH",
     "RELU_FINITE",
     "SLACK",
     "Epilogue",
@@ -63,6 +65,12 @@ MAX_ELEMENTS = INT_MAX - SLACK
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
 # NONE and RELU as the ops of FINITE_OPS apply them: clamped to the finite range as well.
 FINITE, RELU_FINITE = 6, 7
+# A HARD_SWISH node run in the epilogue of the convolution before it (_fusion), as an
+# activation code of act1 / act8 (prelude.cl).
+HARD_SWISH = 8
+# A RELU6 convolution followed by a MUL by the constant 1/6 (MobileNetV3's hard sigmoid), the
+# MUL run in the epilogue (_fusion).
+RELU6_SIXTH = 9
 # The ops whose float kernels LiteRT clamps to [lowest, max] whatever the fused activation (its
 # ActivationFunctionWithMinMax over the activation's range, NONE's being the finite range), as
 # the CPU reference does (float_clamp): an overflow or an infinite input gives +-FLT_MAX, NaN
@@ -201,6 +209,9 @@ class Lowering:
     # Tensors written straight into a CONCATENATION's output (GPU family, see _fusion): tensor
     # -> (the concatenation's output, its channels, this input's channel offset).
     placed: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # Nodes lowered early (see _fusion): convolution -> the residual's producer, lowered just
+    # before it so that its output is there for the convolution's fused ADD.
+    hoisted: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()

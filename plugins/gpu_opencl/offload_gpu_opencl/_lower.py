@@ -43,14 +43,16 @@ def lower(
         except ShapeCheckError as exc:
             raise ShapeCheckError(f"{node.describe()}: {exc}") from exc
     plan_fusion(lw)
+    early = set(lw.hoisted.values())
     for n in partition.nodes:
-        if n in lw.skip:
+        if n in lw.skip or n in early:
             continue
-        node = subgraph.nodes[n]
-        try:
-            SPECS[node.op].lower(lw, node)
-        except Exception as exc:
-            raise type(exc)(f"{node.describe()}: {exc}") from exc
+        for m in (lw.hoisted[n], n) if n in lw.hoisted else (n,):
+            node = subgraph.nodes[m]
+            try:
+                SPECS[node.op].lower(lw, node)
+            except Exception as exc:
+                raise type(exc)(f"{node.describe()}: {exc}") from exc
     for launch in lw.launches:
         check_reach(lw, launch)
     if gemm is not None:

@@ -110,7 +110,10 @@ typedef float param_t;
 
 /* Fused activations, numbered as in _ir.ACTIVATIONS. The clamps pass NaN through, as
    TFLite's min(max(v, lo), hi) does. Codes 6 and 7 are NONE and RELU of the ops TFLite clamps
-   to the finite range as well (_ir.FINITE_OPS): an overflow gives +-max, not inf. */
+   to the finite range as well (_ir.FINITE_OPS): an overflow gives +-max, not inf. Code 8 is a
+   HARD_SWISH node fused into the convolution before it (_ir.HARD_SWISH), computed as unary8
+   computes the node alone, so fusing it changes no bit in float32 storage; code 9 is RELU6 followed by a MUL by
+   1/6 (_ir.RELU6_SIXTH: MobileNetV3's hard sigmoid), the product binary8 makes in float32. */
 INLINE real act1(real v, int act) {
     switch (act) {
         case 1: return v < (real)0 ? (real)0 : v;
@@ -120,6 +123,9 @@ INLINE real act1(real v, int act) {
         case 5: return (real)1 / ((real)1 + exp(-v));
         case 6: v = v < -REAL_MAX ? -REAL_MAX : v; return v > REAL_MAX ? REAL_MAX : v;
         case 7: v = v < (real)0 ? (real)0 : v; return v > REAL_MAX ? REAL_MAX : v;
+        case 8: return (v * (real)(1.0f / 6.0f)) * clamp(v + (real)3, (real)0, (real)6);
+        case 9: v = v < (real)0 ? (real)0 : v; v = v > (real)6 ? (real)6 : v;
+                return v * (real)(1.0f / 6.0f);
         default: return v;
     }
 }
@@ -133,6 +139,9 @@ INLINE real8 act8(real8 v, int act) {
         case 5: return one / (one + exp(-v));
         case 6: v = v < -big ? -big : v; return v > big ? big : v;
         case 7: v = v < zero ? zero : v; return v > big ? big : v;
+        case 8: return (v * (real8)(1.0f / 6.0f)) * clamp(v + (real8)3, zero, (real8)6);
+        case 9: v = v < zero ? zero : v; v = v > (real8)6 ? (real8)6 : v;
+                return v * (real8)(1.0f / 6.0f);
         default: return v;
     }
 }

@@ -41,6 +41,16 @@ def dw_options(stride: int = 1, padding: str = "SAME", act: str = "NONE") -> dic
     return {**conv_options(stride, padding, act), "depth_multiplier": 1}
 
 
+POOL_2X2 = {
+    "padding": "VALID",
+    "stride_h": 2,
+    "stride_w": 2,
+    "filter_height": 2,
+    "filter_width": 2,
+    "fused_activation_function": "NONE",
+}
+
+
 def conv_add_prelu() -> bytes:
     """1x1 CONV_2D -> ADD (residual: the input) -> PRELU: one matmul launch."""
     b = ModelBuilder()
@@ -102,19 +112,7 @@ def channel_padded_residual() -> bytes:
     y = b.add_tensor("y", (1, 4, 4, 20))
     pads = b.add_constant("pads", np.array([[0, 0], [0, 0], [0, 0], [0, 8]], np.int32))
     wt, bias = b.add_constant("w", w(20, 3, 3, 12)), b.add_constant("b", w(20))
-    b.add_operator(
-        "MAX_POOL_2D",
-        [x],
-        [m],
-        {
-            "padding": "VALID",
-            "stride_h": 2,
-            "stride_w": 2,
-            "filter_height": 2,
-            "filter_width": 2,
-            "fused_activation_function": "NONE",
-        },
-    )
+    b.add_operator("MAX_POOL_2D", [x], [m], POOL_2X2)
     b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options(2))
     b.add_operator("PAD", [m, pads], [pm])
     b.add_operator("ADD", [pm, c], [s], {"fused_activation_function": "NONE"})
@@ -163,10 +161,8 @@ def pool_branch_after_the_conv() -> bytes:
     y = b.add_tensor("y", (1, 4, 5, 16))
     wt, bias = b.add_constant("w", w(16, 3, 3, 16)), b.add_constant("b", w(16))
     alpha = b.add_constant("a", w(1, 1, 16))
-    pool = {"padding": "VALID", "stride_h": 2, "stride_w": 2, "filter_height": 2}
-    pool |= {"filter_width": 2, "fused_activation_function": "NONE"}
     b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options(2))
-    b.add_operator("MAX_POOL_2D", [x], [m], pool)
+    b.add_operator("MAX_POOL_2D", [x], [m], POOL_2X2)
     b.add_operator("ADD", [c, m], [s], {"fused_activation_function": "NONE"})
     b.add_operator("PRELU", [s, alpha], [y])
     b.add_output(y)

@@ -115,6 +115,18 @@ def test_memory_report_counts_the_device_buffers() -> None:
     assert kernel.stats()["program"] != "changed"
 
 
+def outputs_over_seeds(interp: offload.Interpreter) -> list[list[np.ndarray]]:
+    """The outputs of one invoke per seed (0, 1), each set of inputs different."""
+    found = []
+    for seed in (0, 1):
+        inputs = random_inputs(interp.get_input_details(), seed=seed)
+        for d, x in zip(interp.get_input_details(), inputs):
+            interp.set_tensor(d["index"], x)
+        interp.invoke()
+        found.append([interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()])
+    return found
+
+
 @pytest.mark.parametrize("family", ["cpu", "gpu"])
 def test_flushing_every_few_launches_changes_no_output(family: str) -> None:
     """Flushing the queue mid-partition (what GPUs get by default, so that the device starts
@@ -131,15 +143,7 @@ def test_flushing_every_few_launches_changes_no_output(family: str) -> None:
         interp.allocate_tensors()
         (row,) = interp.delegate_kernel_stats()
         assert row["stats"]["flush_every"] == (0 if every is None else every)
-        found[every] = []
-        for seed in (0, 1):
-            inputs = random_inputs(interp.get_input_details(), seed=seed)
-            for d, x in zip(interp.get_input_details(), inputs):
-                interp.set_tensor(d["index"], x)
-            interp.invoke()
-            found[every].append(
-                [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
-            )
+        found[every] = outputs_over_seeds(interp)
     for every in (1, 3):
         for got, want in zip(found[every], found[0]):
             for a, b in zip(got, want):
@@ -182,15 +186,7 @@ def test_every_enqueue_mode_gives_the_same_outputs(family: str) -> None:
             assert row["stats"]["enqueue"] == want, row["stats"]
             if mode == "auto":
                 assert "CPU device" in row["stats"]["enqueue_reason"]
-            found[mode] = []
-            for seed in (0, 1):
-                inputs = random_inputs(interp.get_input_details(), seed=seed)
-                for d, x in zip(interp.get_input_details(), inputs):
-                    interp.set_tensor(d["index"], x)
-                interp.invoke()
-                found[mode].append(
-                    [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
-                )
+            found[mode] = outputs_over_seeds(interp)
         for mode in modes[1:]:
             for got, want_outputs in zip(found[mode], found["pyopencl"]):
                 for a, b in zip(got, want_outputs):

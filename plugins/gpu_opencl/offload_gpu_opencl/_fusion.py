@@ -131,27 +131,12 @@ def plan_fusion(lw: Lowering) -> None:
         ep = Epilogue(out=t, act=kernel_act(node, sg))
         fused: list[Node] = []
         nxt = sole(t)
-        relu = _relu_after(ep.act, nxt)
-        if relu is not None and nxt is not None and plain(nxt.outputs[0]):
-            ep.act, t = relu, nxt.outputs[0]
-            fused.append(nxt)
-            nxt = sole(t)
-        elif (
-            nxt is not None
-            and nxt.op == "HARD_SWISH"
-            and ep.act == ACTIVATIONS["NONE"]
-            and plain(nxt.outputs[0])
-        ):
-            ep.act, t = HARD_SWISH, nxt.outputs[0]
-            fused.append(nxt)
-            nxt = sole(t)
-        if (
-            nxt is not None
-            and ep.act == ACTIVATIONS["RELU6"]
-            and _times_sixth(lw, nxt, t)
-            and plain(nxt.outputs[0])
-        ):
-            ep.act, t = RELU6_SIXTH, nxt.outputs[0]
+        # The activation links: a RELU-type op or HARD_SWISH, then a MUL by 1/6 after RELU6.
+        while nxt is not None and plain(nxt.outputs[0]):
+            code = _activation_after(lw, ep.act, nxt, t)
+            if code is None:
+                break
+            ep.act, t = code, nxt.outputs[0]
             fused.append(nxt)
             nxt = sole(t)
         if (
@@ -219,6 +204,20 @@ def plan_fusion(lw: Lowering) -> None:
 
     if lw.gemm is not None:
         _place_concatenated(lw, pos, sole)
+
+
+def _activation_after(lw: Lowering, code: int, node: Node, t: int) -> int | None:
+    """The one activation code for activation ``code`` on ``t`` followed by ``node``, or None
+    when ``node`` cannot join it: a RELU-type op or a HARD_SWISH after no activation, a MUL by
+    the constant 1/6 after RELU6."""
+    relu = _relu_after(code, node)
+    if relu is not None:
+        return relu
+    if node.op == "HARD_SWISH" and code == ACTIVATIONS["NONE"]:
+        return HARD_SWISH
+    if code == ACTIVATIONS["RELU6"] and _times_sixth(lw, node, t):
+        return RELU6_SIXTH
+    return None
 
 
 def _times_sixth(lw: Lowering, node: Node, t: int) -> bool:

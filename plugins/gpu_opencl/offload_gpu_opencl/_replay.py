@@ -137,6 +137,9 @@ class Launcher:
         self.flush_every = flush_every
         self.reason = ""  # why a better mode was not taken, for stats()
 
+    def bind(self, lib: ctypes.CDLL) -> None:
+        """Make what enqueue calls from the OpenCL library ``lib`` (raises GpuOpenCLError)."""
+
     def enqueue(self) -> None:
         queue, flush_every = self.queue, self.flush_every
         for pos, (kernel, global_size, local_size) in enumerate(self.launches):
@@ -152,22 +155,15 @@ class _DirectLauncher(Launcher):
 
     mode = "direct"
 
-    def __init__(
-        self,
-        queue: cl.CommandQueue,
-        launches: Sequence[LaunchSpec],
-        flush_every: int,
-        lib: ctypes.CDLL,
-    ) -> None:
-        super().__init__(queue, launches, flush_every)
+    def bind(self, lib: ctypes.CDLL) -> None:
         # A private handle of the function: argtypes stay unset (C values pass as they are).
         self._enqueue = lib.clEnqueueNDRangeKernel
         self._enqueue.restype = _cl_int
         self._flush = lib.clFlush
         self._flush.restype = _cl_int
-        self._queue_ptr = _void_p(queue.int_ptr)
+        self._queue_ptr = _void_p(self.queue.int_ptr)
         # The size arrays are passed by address: self._calls keeps them alive.
-        self._calls = _calls(launches)
+        self._calls = _calls(self.launches)
         null = _void_p(None)
         self._args = [
             (
@@ -197,14 +193,8 @@ class _DirectLauncher(Launcher):
 class _CommandBufferLauncher(Launcher):
     mode = "command_buffer"
 
-    def __init__(
-        self,
-        queue: cl.CommandQueue,
-        launches: Sequence[LaunchSpec],
-        flush_every: int,
-        lib: ctypes.CDLL,
-    ) -> None:
-        super().__init__(queue, launches, flush_every)
+    def bind(self, lib: ctypes.CDLL) -> None:
+        queue = self.queue
         entry = _command_buffer_entry_points(lib, queue)
         self._run = entry["clEnqueueCommandBufferKHR"]
         status = _cl_int(0)
@@ -218,7 +208,7 @@ class _CommandBufferLauncher(Launcher):
         self._finalizer = weakref.finalize(self, entry["clReleaseCommandBufferKHR"], handle)
         record = entry["clCommandNDRangeKernelKHR"]
         previous: _sync_point | None = None
-        for call in _calls(launches):
+        for call in _calls(self.launches):
             point = _sync_point(0)
             wait = (1, ctypes.byref(previous)) if previous is not None else (0, None)
             status_code = record(
@@ -309,12 +299,17 @@ def make_launcher(
         launcher.reason = _LIBRARY_REASON
         return launcher
     if mode == "direct":
-        return _DirectLauncher(queue, launches, flush_every, lib)
+        return _bound(_DirectLauncher(queue, launches, flush_every), lib)
     try:
-        return _CommandBufferLauncher(queue, launches, flush_every, lib)
+        return _bound(_CommandBufferLauncher(queue, launches, flush_every), lib)
     except GpuOpenCLError as exc:
         if mode == "command_buffer":
             raise
-        launcher = _DirectLauncher(queue, launches, flush_every, lib)
+        launcher = _bound(_DirectLauncher(queue, launches, flush_every), lib)
         launcher.reason = str(exc)
         return launcher
+
+
+def _bound(launcher: Launcher, lib: ctypes.CDLL) -> Launcher:
+    launcher.bind(lib)
+    return launcher

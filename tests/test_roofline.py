@@ -145,6 +145,50 @@ def test_roofline_rows_and_times_from_profile_snapshots() -> None:
     assert roofline(work, peak, 4.0)["rows"][1]["percent_of_roof"] is None
 
 
+def test_a_partition_is_set_against_its_devices_peak() -> None:
+    """A partition whose kernel reports its device's roofs is set against them (``roof_of``
+    names the device); the CPU steps, and a plan that is not wholly on that device, against
+    the CPU's. A plan wholly on one device is set against that device's."""
+    it = offload.Interpreter(model_content=_conv_net(), delegates=["dummy"])
+    work = plan_work(it.plan())
+    peak = MachinePeak("cpu", 1, PEAK["gflops"], PEAK["gbps"], "cached")
+    toy = offload.DevicePeak(device="toy device", gflops=50.0, gbps=5.0, source="datasheet")
+    report = roofline(work, peak, 4.0, {"dummy partition 0": 1.0}, {"dummy partition 0": toy})
+    plan, part, cpu = report["rows"]
+    assert (plan["roof_of"], part["roof_of"], cpu["roof_of"]) == ("cpu", "toy device", "cpu")
+    assert part["roof_gflops"] == pytest.approx(min(50.0, part["intensity"] * 5.0))
+    gflops, gbps = part["flops"] / 1e-3 / 1e9, part["bytes"] / 1e-3 / 1e9
+    assert part["percent_of_roof"] == pytest.approx(100 * max(gflops / 50.0, gbps / 5.0))
+    assert report["device_peaks"]["dummy partition 0"]["device"] == "toy device"
+    on_device = {**work, "cpu": {**work["cpu"], "nodes": 0}}
+    whole = roofline(on_device, peak, 4.0, None, {"dummy partition 0": toy})["rows"][0]
+    assert whole["roof_of"] == "toy device"
+    assert whole["roof_gflops"] == pytest.approx(min(50.0, whole["intensity"] * 5.0))
+    assert "device_peaks" not in roofline(work, peak, 4.0)
+
+
+class _Reports(offload.DelegateKernel):
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def device_peak(self) -> object:  # type: ignore[override]
+        return self.answer
+
+
+def test_a_device_peak_report_is_validated() -> None:
+    """A mapping of DevicePeak's fields is taken; anything else is a DelegateError that says
+    what was expected and what was found (the benchmark warns and uses the CPU's roofs)."""
+    from offload._introspect import reported_peak
+
+    assert reported_peak(offload.DelegateKernel()) is None
+    taken = reported_peak(_Reports({"device": "d", "gflops": 2.0, "gbps": 1.0}))
+    assert taken == offload.DevicePeak(device="d", gflops=2.0, gbps=1.0)
+    with pytest.raises(offload.errors.DelegateError, match=r"gflops: .*greater than 0"):
+        reported_peak(_Reports({"device": "d", "gflops": -1.0, "gbps": 1.0}))
+    with pytest.raises(offload.errors.DelegateError, match="must return an offload.DevicePeak"):
+        reported_peak(_Reports(3.5))
+
+
 # -- the machine's peak and its cache file --------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from offload._delegate import (
     Delegate,
     DelegateKernel,
     DelegateOptions,
+    DevicePeak,
     DeviceProfile,
     KernelTiming,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "DelegateKernel",
     "DelegateOptions",
     "DelegateProvider",
+    "DevicePeak",
     "DeviceProfile",
     "DTypeName",
     "ExportedPartition",

@@ -18,6 +18,7 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     ValidationError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Delegate",
     "DelegateKernel",
     "DelegateOptions",
+    "DevicePeak",
     "DeviceProfile",
     "KernelTiming",
 ]
@@ -95,6 +97,21 @@ class DeviceProfile(BaseModel):
     device: str = ""
 
 
+class DevicePeak(BaseModel):
+    """What :meth:`DelegateKernel.device_peak` reports: the roofs of the device a partition
+    runs on, for the roofline (``offload benchmark --roofline``). ``gflops``: float32
+    multiply-add throughput (a multiply-add counts 2); ``gbps``: memory bandwidth, bytes read
+    plus written per second; ``source``: how they were found (``"measured now"``, ``"memo"``,
+    a datasheet...)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field(min_length=1)
+    gflops: PositiveFloat
+    gbps: PositiveFloat
+    source: str = ""
+
+
 class DelegateKernel:
     """Runs one partition. ``init`` once, ``prepare`` on every shape change, ``invoke`` per run."""
 
@@ -140,6 +157,14 @@ class DelegateKernel:
         """Device time per kernel family since :meth:`set_profiling` switched it on, for
         ``Interpreter.delegate_profile()``: a :class:`DeviceProfile` or a mapping of its
         fields. Optional; None (the default) means no device profile."""
+        return None
+
+    def device_peak(self) -> DevicePeak | Mapping[str, Any] | None:
+        """The roofs of the device this partition runs on, for the roofline: a
+        :class:`DevicePeak` or a mapping of its fields. Optional; None (the default) means the
+        partition's own peak is the CPU's, which offload measures itself. Asked only by
+        roofline reports, so it may measure the device at its first call (a short
+        micro-benchmark); it should remember the answer for the device after that."""
         return None
 
     def take_input(self, position: int, value: np.ndarray) -> bool:

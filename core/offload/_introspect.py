@@ -11,20 +11,23 @@ views of the model file (constants, memory-mapped or not) never count.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from offload._delegate import DelegateKernel, DeviceProfile
+from offload._delegate import DelegateKernel, DevicePeak, DeviceProfile
 from offload._graph import Model, Node, OpOptions, Subgraph, Tensor
 from offload.errors import DelegateError
+
+M = TypeVar("M", bound=BaseModel)
 
 __all__ = [
     "array_root",
     "delegate_profiles",
     "held_bytes",
     "reported_bytes",
+    "reported_peak",
     "reported_profile",
     "reported_stats",
     "set_profiling",
@@ -125,24 +128,35 @@ def set_profiling(kernel: DelegateKernel, enabled: bool) -> bool:
 
 def reported_profile(kernel: DelegateKernel) -> DeviceProfile | None:
     """A delegate kernel's device profile (``profile()``), validated; None when it has none."""
-    reported = _method(kernel, "profile")()
-    if reported is None or isinstance(reported, DeviceProfile):
+    return _reported(kernel, "profile", DeviceProfile, "profile")
+
+
+def reported_peak(kernel: DelegateKernel) -> DevicePeak | None:
+    """A delegate kernel's device roofs (``device_peak()``), validated; None when it has none
+    (its partition is set against the CPU's peak)."""
+    return _reported(kernel, "device_peak", DevicePeak, "peak")
+
+
+def _reported(kernel: DelegateKernel, method: str, model: type[M], what: str) -> M | None:
+    """``kernel.method()`` as ``model``: None, the model itself, or a mapping of its fields;
+    anything else raises DelegateError saying what was expected and found."""
+    reported = _method(kernel, method)()
+    if reported is None or isinstance(reported, model):
         return reported
+    name = f"{type(kernel).__name__}.{method}()"
     if not isinstance(reported, Mapping):
         raise DelegateError(
-            f"{type(kernel).__name__}.profile() must return an offload.DeviceProfile, a mapping "
-            f"of its fields or None, found {type(reported).__name__}"
+            f"{name} must return an offload.{model.__name__}, a mapping of its fields or None, "
+            f"found {type(reported).__name__}"
         )
     try:
-        return DeviceProfile.model_validate(dict(reported))
+        return model.model_validate(dict(reported))
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (found {err.get('input')!r})"
             for err in exc.errors()
         )
-        raise DelegateError(
-            f"{type(kernel).__name__}.profile() reported an invalid profile: {problems}"
-        ) from None
+        raise DelegateError(f"{name} reported an invalid {what}: {problems}") from None
 
 
 def delegate_profiles(

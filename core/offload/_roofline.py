@@ -8,18 +8,22 @@ profiled its steps: :func:`part_times`) and :class:`~offload._machine_peak.Machi
 GFLOP/s and GB/s achieved, the roof at the part's intensity (min(peak FLOP/s, intensity x
 bandwidth)) and the percent of it reached. ``offload benchmark --roofline`` prints them.
 
-The roof is the CPU's: a partition that runs on another device (gpu_opencl) is set against
-it as well, until devices report their own peaks.
+A partition runs under its device's roofs where its kernel reports them
+(:meth:`offload.DelegateKernel.device_peak`: gpu_opencl measures its OpenCL device), else
+under the CPU's; the whole plan under its one device's when every part runs there, else the
+CPU's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from offload.ops import node_work
 
 if TYPE_CHECKING:
+    from offload._delegate import DevicePeak
     from offload._machine_peak import MachinePeak
     from offload._plan import Plan
 
@@ -112,19 +116,37 @@ def roofline(
     peak: MachinePeak,
     ms_per_invoke: float,
     times: Mapping[str, float] | None = None,
+    device_peaks: Mapping[str, DevicePeak] | None = None,
 ) -> dict[str, Any]:
     """The roofline rows: the plan (timed by ``ms_per_invoke``), each delegate partition and
     the CPU steps (timed by ``times``, from :func:`part_times`, where given; else only the
     static figures), each with ``ms``, ``gflops``, ``gbps`` achieved, ``roof_gflops`` at its
-    intensity, ``percent_of_roof`` and ``bound`` (``"compute"`` or ``"memory"``)."""
+    intensity, ``percent_of_roof``, ``bound`` (``"compute"`` or ``"memory"``) and ``roof_of``
+    (the device whose peak it is set against: ``"cpu"``, or a partition's device from
+    ``device_peaks``, keyed by partition name)."""
     times = times or {}
-    parts: list[tuple[str, Mapping[str, Any], float | None]] = [(PLAN_PART, work, ms_per_invoke)]
+    device_peaks = device_peaks or {}
+    cpu_roof = Roof(CPU_PART, peak.gflops, peak.gbps)
+    roofs = {
+        name: Roof(p.device, p.gflops, p.gbps)
+        for name, p in device_peaks.items()
+        if name in {q["name"] for q in work["partitions"]}
+    }
+    devices = {roofs[p["name"]] for p in work["partitions"] if p["name"] in roofs}
+    whole_on_device = (
+        len(devices) == 1
+        and not work["cpu"]["nodes"]
+        and all(p["name"] in roofs for p in work["partitions"])
+    )
+    parts: list[tuple[str, Mapping[str, Any], float | None, Roof]] = [
+        (PLAN_PART, work, ms_per_invoke, next(iter(devices)) if whole_on_device else cpu_roof)
+    ]
     for p in work["partitions"]:
-        parts.append((p["name"], p, times.get(p["name"])))
+        parts.append((p["name"], p, times.get(p["name"]), roofs.get(p["name"], cpu_roof)))
     if work["cpu"]["nodes"]:
-        parts.append((CPU_PART, work["cpu"], times.get(CPU_PART)))
+        parts.append((CPU_PART, work["cpu"], times.get(CPU_PART), cpu_roof))
     rows = []
-    for name, figures, ms in parts:
+    for name, figures, ms, roof in parts:
         row: dict[str, Any] = {
             "name": name,
             "delegate": figures.get("delegate", CPU_PART if name == CPU_PART else None),
@@ -132,15 +154,36 @@ def roofline(
             "flops": figures["flops"],
             "bytes": figures["bytes"],
             "intensity": figures["intensity"],
-            "roof_gflops": peak.roof(figures["intensity"]),
-            "bound": "compute" if figures["intensity"] >= peak.ridge else "memory",
+            "roof_of": roof.device,
+            "roof_gflops": roof.at(figures["intensity"]),
+            "bound": "compute" if figures["intensity"] >= roof.ridge else "memory",
         }
-        row.update(_achieved(figures, ms, peak))
+        row.update(_achieved(figures, ms, roof))
         rows.append(row)
-    return {"peak": peak.to_dict(), "rows": rows}
+    out: dict[str, Any] = {"peak": peak.to_dict(), "rows": rows}
+    if roofs:
+        out["device_peaks"] = {name: device_peaks[name].model_dump() for name in sorted(roofs)}
+    return out
 
 
-def _achieved(figures: Mapping[str, Any], ms: float | None, peak: MachinePeak) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Roof:
+    """One device's roofs: float32 multiply-add GFLOP/s and memory GB/s."""
+
+    device: str
+    gflops: float
+    gbps: float
+
+    @property
+    def ridge(self) -> float:
+        return self.gflops / self.gbps
+
+    def at(self, intensity: float) -> float:
+        """GFLOP/s reachable at ``intensity`` FLOPs per byte: min(peak, intensity x GB/s)."""
+        return min(self.gflops, intensity * self.gbps)
+
+
+def _achieved(figures: Mapping[str, Any], ms: float | None, roof: Roof) -> dict[str, Any]:
     """GFLOP/s and GB/s achieved in ``ms``, and the percent of the roof: max(GFLOP/s over
     the FMA peak, GB/s over the bandwidth), which is GFLOP/s over the roof at the part's
     intensity and stays defined for a part that only moves data."""
@@ -149,5 +192,5 @@ def _achieved(figures: Mapping[str, Any], ms: float | None, peak: MachinePeak) -
     seconds = ms / 1e3
     gflops = figures["flops"] / seconds / 1e9
     gbps = figures["bytes"] / seconds / 1e9
-    percent = 100.0 * max(gflops / peak.gflops, gbps / peak.gbps)
+    percent = 100.0 * max(gflops / roof.gflops, gbps / roof.gbps)
     return {"ms": ms, "gflops": gflops, "gbps": gbps, "percent_of_roof": percent}

@@ -115,3 +115,31 @@ def test_benchmark_profile_on_a_face_model(capsys: pytest.CaptureFixture[str]) -
     busy = next(line for line in out.splitlines() if "device busy" in line)
     share = re.search(r"(\d+)%$", busy)  # a share of the same invokes' wall, never over 100
     assert (share is not None and int(share.group(1)) <= 100) or "side by side" in busy
+
+
+def test_roofline_sets_the_partition_against_its_devices_peak(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """offload benchmark --roofline with gpu_opencl: the partition's roof is the OpenCL
+    device's, measured by gpu_opencl's kernels once per process (positive multiply-add and
+    copy rates), named in the table's "roof of" column and in a line of its own."""
+    from offload.tools._bench_roofline import device_peaks
+
+    content, _flops = _conv_stack()
+    interp = offload.Interpreter(model_content=content, delegates=["gpu_opencl"])
+    interp.allocate_tensors()
+    [row] = interp.delegate_kernel_stats()
+    first = device_peaks(interp)
+    peak = first["gpu_opencl partition 0"]
+    assert peak.device == row["stats"]["device"]
+    assert peak.gflops > 0.1 and peak.gbps > 0.1
+    again = device_peaks(interp)["gpu_opencl partition 0"]
+    assert (again.gflops, again.gbps) == (peak.gflops, peak.gbps)
+    assert again.source == "measured earlier in this process"
+    argv = ["benchmark", "--graph", str(FACE), "--use_gpu", "--num_runs", "3", "--min_secs", "0"]
+    assert main([*argv, "--roofline"]) == 0
+    out = capsys.readouterr().out
+    device = next(line for line in out.splitlines() if line.strip().startswith("device "))
+    assert "GFLOP/s" in device and "its partitions are set against these" in device
+    part = next(line for line in out.splitlines() if "gpu_opencl partition 0" in line)
+    assert peak.device[:20] in part

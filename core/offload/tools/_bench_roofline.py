@@ -9,12 +9,15 @@ after them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from offload._delegate import DevicePeak
 from offload._formatting import format_table, one_line
+from offload._introspect import reported_peak
 from offload._machine_peak import MachinePeak
-from offload._roofline import part_times, roofline
+from offload._roofline import part_name, part_times, roofline
 from offload.tools._bench_runs import Config
 
 __all__ = ["print_rooflines", "roofline_configs"]
@@ -34,9 +37,27 @@ def roofline_configs(
         if c.profile_before is not None:
             times = part_times(c.profile_before, it.profile_report(), len(c.runs), work)
         mean_ms = 1e3 * sum(c.runs) / len(c.runs)
-        c.roofline = roofline(work, peak, mean_ms, times)
+        c.roofline = roofline(work, peak, mean_ms, times, device_peaks(it))
         if single is not None:
             c.roofline["single_thread_peak"] = single.to_dict()
+
+
+def device_peaks(interp: Any) -> dict[str, DevicePeak]:
+    """The roofs each delegate partition's kernel reports for its device, by partition name
+    (a kernel that reports none is left out: its partition is set against the CPU's peak; one
+    whose report is invalid is left out with a warning)."""
+    plan = interp.plan()
+    peaks: dict[str, DevicePeak] = {}
+    for index, kernel in sorted(interp._executor.delegate_kernels.items()):
+        name = part_name(plan.partitions[index].delegate, index)
+        try:
+            peak = reported_peak(kernel)
+        except Exception as exc:  # a plugin's report must not end the benchmark
+            warnings.warn(f"{name}: no device peak: {one_line(str(exc))}", stacklevel=2)
+            continue
+        if peak is not None:
+            peaks[name] = peak
+    return peaks
 
 
 def _cell(value: float | None, digits: int = 4) -> str:
@@ -68,6 +89,17 @@ def print_rooflines(result: dict[str, Any]) -> None:
     print()
     first = shown[0]["roofline"]
     print(peak_line(first["peak"], first.get("single_thread_peak")))
+    devices = {
+        (p["device"], p["gflops"], p["gbps"], p["source"])
+        for c in shown
+        for p in c["roofline"].get("device_peaks", {}).values()
+    }
+    for device, gflops, gbps, source in sorted(devices):
+        print(
+            f"  device {one_line(device)}: {gflops:.1f} GFLOP/s, {gbps:.2f} GB/s, ridge "
+            f"{gflops / gbps:.3g} FLOP/byte ({source or 'reported by its delegate'}); its "
+            "partitions are set against these"
+        )
     headers = [
         "part",
         "nodes",
@@ -80,6 +112,7 @@ def print_rooflines(result: dict[str, Any]) -> None:
         "roof GFLOP/s",
         "% of roof",
         "bound",
+        "roof of",
     ]
     for c in shown:
         rows = [
@@ -95,6 +128,7 @@ def print_rooflines(result: dict[str, Any]) -> None:
                 _cell(r["roof_gflops"]),
                 "" if r["percent_of_roof"] is None else f"{r['percent_of_roof']:.1f}%",
                 r["bound"],
+                one_line(r.get("roof_of", "cpu")),
             ]
             for r in c["roofline"]["rows"]
         ]

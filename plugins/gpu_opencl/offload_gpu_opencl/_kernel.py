@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyopencl as cl
 
-from offload import DelegateKernel, Partition, Subgraph, Tensor
+from offload import DelegateKernel, DevicePeak, Partition, Subgraph, Tensor
 from offload.ops import node_work
 from offload.quant import dequantize, quantize
 from offload_gpu_opencl._autotune import gemm_chooser
@@ -33,6 +33,7 @@ from offload_gpu_opencl._device import build_program, open_device, profiling_que
 from offload_gpu_opencl._errors import GpuOpenCLError, check
 from offload_gpu_opencl._ir import LINEAR, SLACK, Launch, Lowering, Ref, elements
 from offload_gpu_opencl._lower import lower
+from offload_gpu_opencl._peak import device_peak
 from offload_gpu_opencl._replay import Launcher, LaunchSpec, make_launcher
 from offload_gpu_opencl._source import source_hash
 from offload_gpu_opencl._tiling import family_options
@@ -377,6 +378,11 @@ class GpuKernel(DelegateKernel):
         self._timings = {}
         self._profiled_invokes = 0
         return enabled
+
+    def device_peak(self) -> DevicePeak:
+        """The device's float32 multiply-add and memory roofs, measured by its own kernels
+        at the first call for this device and driver in the process (see _peak)."""
+        return device_peak(self.handle)
 
     def profile(self) -> dict[str, Any] | None:
         """Per kernel family (the kernel function's name) and per transfer direction: launches,

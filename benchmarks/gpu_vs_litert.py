@@ -23,7 +23,8 @@ and full-size MobileNetV2, InceptionV3 and MobileNetV3-Small float32 from build/
 (made by scripts/make_conformance.py), or the .tflite files of ``--model-dir``.
 
     python benchmarks/gpu_vs_litert.py [--models face_landmark inception] [--runs 30] [--block 1]
-        [--flush-sweep N ...] [--enqueue-sweep MODE ...] [--profile] [--json | --markdown]
+        [--flush-sweep N ...] [--enqueue-sweep MODE ...] [--fuse-depthwise] [--profile]
+        [--json | --markdown]
         [--write-json FILE]
 """
 
@@ -67,8 +68,9 @@ COLUMNS = {  # key -> column title
 }
 FLUSH_PREFIX = "gpu_opencl_f32_flush"  # --flush-sweep's columns: this and the interval
 ENQUEUE_PREFIX = "gpu_opencl_f32_enqueue_"  # --enqueue-sweep's columns: this and the mode
+FUSED = "gpu_opencl_f32_fused"  # --fuse-depthwise's column
 BASELINE = "litert_gpu"
-PROFILED = ("gpu_opencl_f32", "gpu_opencl_half")
+PROFILED = ("gpu_opencl_f32", "gpu_opencl_half", "gpu_opencl_f32_fused")
 
 
 # -- models and inputs ------------------------------------------------------------------------
@@ -256,6 +258,7 @@ def gpu_opencl(
     half: bool,
     flush_every: int | None = None,
     enqueue: str = "auto",
+    fuse_depthwise: bool = False,
 ) -> Runner:
     import offload
     from offload_gpu_opencl import GpuOpenCLDelegate
@@ -269,6 +272,7 @@ def gpu_opencl(
         "precision_loss_allowed": half,
         "flush_every": flush_every,
         "enqueue": enqueue,
+        "fuse_depthwise": fuse_depthwise,
     }
     if not half:
         options["serialization_dir"] = SWEEP_CACHE
@@ -365,6 +369,8 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return offload_auto(path, inputs)
     if key.startswith(FLUSH_PREFIX):
         return gpu_opencl(path, inputs, half=False, flush_every=int(key[len(FLUSH_PREFIX) :]))
+    if key == FUSED:
+        return gpu_opencl(path, inputs, half=False, fuse_depthwise=True)
     if key.startswith(ENQUEUE_PREFIX):
         return gpu_opencl(path, inputs, half=False, enqueue=key[len(ENQUEUE_PREFIX) :])
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
@@ -676,6 +682,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="add gpu_opencl f32 columns that enqueue their launches this way "
         "(auto, command_buffer, pyopencl)",
     )
+    parser.add_argument(
+        "--fuse-depthwise",
+        action="store_true",
+        help="add a gpu_opencl f32 column with fuse_depthwise (depthwise in the 1x1 product)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--markdown", action="store_true", help="print tables for RESULTS.md")
@@ -696,6 +707,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     for mode in args.enqueue_sweep:
         COLUMNS[f"{ENQUEUE_PREFIX}{mode}"] = f"gpu_opencl f32, enqueue {mode}"
+    if args.fuse_depthwise:
+        COLUMNS[FUSED] = "gpu_opencl f32, depthwise fused"
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         info, results, args.runs = data, data["models"], data["runs"]
@@ -706,7 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not models:
             parser.error("no model found (see --model-dir and --models)")
         info = machine()
-        if args.flush_sweep or args.enqueue_sweep:
+        if args.flush_sweep or args.enqueue_sweep or args.fuse_depthwise:
             global SWEEP_CACHE
             SWEEP_CACHE = tempfile.mkdtemp(prefix="gpu_vs_litert_")
         data = {**info, "runs": args.runs, "block": args.block, "column_titles": COLUMNS}

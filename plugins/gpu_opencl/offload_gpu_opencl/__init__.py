@@ -98,6 +98,12 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     option="enqueue",
                     help="how launches are enqueued: auto, command_buffer, direct, pyopencl",
                 ),
+                flag(
+                    flag="--gpu_fuse_depthwise",
+                    option="fuse_depthwise",
+                    type="bool",
+                    help="GPU family: run a depthwise conv inside the 1x1 conv that reads it",
+                ),
             ),
         )
     ]

@@ -74,6 +74,9 @@ class GpuOpenCLOptions(DelegateOptions):
     the driver has the extension, else direct; on CPU devices pyopencl's (cheapest there).
     Results are the same in every mode; ``stats()["enqueue"]`` names the one in use. Profiling
     enqueues through pyopencl whatever this says, since each launch needs its own event.
+    ``fuse_depthwise``: in the GPU kernel family, compute a DEPTHWISE_CONV_2D that only a 1x1
+    CONV_2D reads inside that product's launch (one launch and one tensor fewer per pair, the
+    depthwise taps recomputed per output-channel tile). Off by default until measured on GPUs.
     """
 
     precision_loss_allowed: bool = False
@@ -86,6 +89,7 @@ class GpuOpenCLOptions(DelegateOptions):
     autotune: bool | None = None
     flush_every: NonNegativeInt | None = None
     enqueue: EnqueueMode = "auto"
+    fuse_depthwise: bool = False
 
 
 class GpuOpenCLDelegate(Delegate):

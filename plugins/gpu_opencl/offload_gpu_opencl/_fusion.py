@@ -204,6 +204,39 @@ def plan_fusion(lw: Lowering) -> None:
 
     if lw.gemm is not None:
         _place_concatenated(lw, pos, sole)
+    if lw.fuse_depthwise:
+        _depthwise_into_pointwise(lw, sole)
+
+
+def _depthwise_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) -> None:
+    """GPU family, fuse_depthwise: a DEPTHWISE_CONV_2D (multiplier 1) whose output, after at
+    most an activation fused into it, only a 1x1 stride-1 CONV_2D reads, runs inside that
+    product's A loader (tdw_*): one launch and one intermediate tensor fewer. The conv keeps
+    its own epilogue; the depthwise convolution's activation goes with it."""
+    sg = lw.subgraph
+    for n in lw.partition.nodes:
+        node = sg.nodes[n]
+        if node.op != "DEPTHWISE_CONV_2D" or n in lw.skip:
+            continue
+        if lw.tensor(node.inputs[1]).shape[3] != lw.tensor(node.inputs[0]).shape[3]:
+            continue  # multiplier > 1
+        ep = lw.epilogues.get(n)
+        if ep is not None and (ep.residual >= 0 or ep.alpha >= 0):
+            continue
+        out = ep.out if ep is not None else node.outputs[0]
+        code = ep.act if ep is not None else kernel_act(node, sg)
+        reader = sole(out)
+        if reader is None or reader.op != "CONV_2D" or reader.inputs[0] != out:
+            continue
+        if reader.index in lw.skip or reader.index in lw.depthwise_into:
+            continue
+        _, kh, kw, _ = lw.tensor(reader.inputs[1]).shape
+        strides = (reader.options.get("stride_h", 1), reader.options.get("stride_w", 1))
+        if (kh, kw) != (1, 1) or strides != (1, 1) or out in lw.placed:
+            continue
+        lw.depthwise_into[reader.index] = (n, code)
+        lw.skip.add(n)
+        lw.epilogues.pop(n, None)
 
 
 def _activation_after(lw: Lowering, code: int, node: Node, t: int) -> int | None:

@@ -212,6 +212,10 @@ class Lowering:
     # Nodes lowered early (see _fusion): convolution -> the residual's producer, lowered just
     # before it so that its output is there for the convolution's fused ADD.
     hoisted: dict[int, int] = field(default_factory=dict)
+    # GPU family with fuse_depthwise: 1x1 CONV_2D -> the DEPTHWISE_CONV_2D whose output is its
+    # input, computed inside the product's A loader (tdw_*) with this activation code.
+    fuse_depthwise: bool = False
+    depthwise_into: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()

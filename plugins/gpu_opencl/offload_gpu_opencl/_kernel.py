@@ -117,11 +117,16 @@ class GpuKernel(DelegateKernel):
         self.handle = handle = open_device(opts.platform, opts.device)
         self._stats["device"] = handle.name
         half = opts.precision_loss_allowed
+        family = family_options(opts.kernel_family, handle.device)
+        # The fused depthwise products exist in the GPU family only, and are compiled only
+        # where asked for (a program of theirs costs PoCL's compiler as much again).
+        self.fuse_depthwise = opts.fuse_depthwise and "-DTILED_GEMM" in family
         self.build_options = " ".join(
             (["-DSTORE_HALF"] if half else [])
             + (["-DCOMPUTE_HALF"] if half and handle.has_fp16 else [])
             + (["-DPLAIN_ACCESS"] if handle.plain_access else [])
-            + family_options(opts.kernel_family, handle.device)
+            + family
+            + (["-DFUSE_DW"] if self.fuse_depthwise else [])
         )
         self.store_dtype = np.dtype(np.float16 if half else np.float32)
         # Convolution parameters (_source's param_t): float32 where halves are converted with
@@ -156,7 +161,7 @@ class GpuKernel(DelegateKernel):
         consts_key = f"{self.key}:consts:{source_hash('')}"
         cached = cache.load_arrays(consts_key) if cache else None
         try:
-            lowering = lower(subgraph, partition, cached, gemm)
+            lowering = lower(subgraph, partition, cached, gemm, self.fuse_depthwise)
         except GpuOpenCLError as exc:
             if cache is None or not cached:
                 raise
@@ -164,13 +169,15 @@ class GpuKernel(DelegateKernel):
             # constants included: constants that do not fit are dropped and made again.
             cache.discard(consts_key, "npz", f"the cached constants do not fit ({exc})")
             cached = None
-            lowering = lower(subgraph, partition, gemm=gemm)
+            lowering = lower(subgraph, partition, gemm=gemm, fuse_depthwise=self.fuse_depthwise)
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
             cache.store_arrays(consts_key, lowering.consts)
         reused = cached is not None and not lowering.misses
         self._stats["constants"] = "cache" if reused else "built"
         self._stats["kernels"] = gemm.summary() if gemm else {"family": "cpu"}
+        if self.fuse_depthwise:
+            self._stats["depthwise_fused"] = len(lowering.depthwise_into)
 
         self.program, origin = build_program(handle, self.build_options, cache, self.key)
         self._stats["program"] = origin

@@ -81,11 +81,14 @@ TILES = (
 )
 
 
-def _tgemm(kind: str, conv: int, bm: int, bn: int, rm: int, rn: int) -> dict[str, int | str]:
+def _tgemm(
+    kind: str, conv: int, dw: int, bm: int, bn: int, rm: int, rn: int
+) -> dict[str, int | str]:
     """One tgemm.cl parameter set: the tile, and AE/BE, the A and B elements each item loads."""
     return {
         "KIND": kind,
         "CONV": conv,
+        "DW": dw,
         "BM": bm,
         "BN": bn,
         "RM": rm,
@@ -101,8 +104,8 @@ TEMPLATES: dict[str, tuple[dict[str, int | str], ...]] = {
     "conv2d": tuple({"R": r, "V": v} for r, v in BLOCKINGS),
     "dw3x3": ({"S": 1, "SPAN": 6}, {"S": 2, "SPAN": 9}),
     "tgemm": tuple(
-        _tgemm(kind, conv, bm, bn, rm, rn)
-        for kind, conv in (("gemm", 0), ("conv", 1))
+        _tgemm(kind, conv, dw, bm, bn, rm, rn)
+        for kind, conv, dw in (("gemm", 0, 0), ("conv", 1, 0), ("dw", 1, 1))
         for bm, bn, rm, rn in TILES
     ),
 }

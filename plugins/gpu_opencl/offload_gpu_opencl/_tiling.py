@@ -276,11 +276,15 @@ def launch_gemm(
     weights: Ref,
     bias: Ref,
     epilogue: tuple[list[Ref], list[int]],
+    depthwise: tuple[Ref, Ref, int] | None = None,
 ) -> None:
-    """Enqueue ``problem`` in the GPU family: one tiled launch with the epilogue, or, split,
-    a tiled launch into the work buffer and the reduction with the epilogue."""
+    """Enqueue ``problem`` in the GPU family: one tiled launch with the epilogue (split-K
+    slices summed by the last group of each tile). ``depthwise``: for a "dw" problem, the
+    depthwise convolution's weights, bias and activation code, which its A loader computes."""
     assert lw.gemm is not None
-    choice = lw.gemm.choose(problem)
+    # A "dw" product takes the tile its plain 1x1 product would: the autotuner times GEMMs.
+    timed = GemmProblem("gemm", problem.m, problem.k, problem.co) if depthwise else problem
+    choice = lw.gemm.choose(timed)
     tile, slices = choice.tile, choice.slices(problem.k)
     (res, alpha, y), flags = epilogue
     m, k, co = problem.m, problem.k, problem.co
@@ -307,6 +311,7 @@ def launch_gemm(
         bias,
         res,
         alpha,
+        *(depthwise[:2] if depthwise else ()),
         y,
         part,
         count,
@@ -318,6 +323,7 @@ def launch_gemm(
         stride,
         offset,
         *flags,
+        *((depthwise[2],) if depthwise else ()),
         local=tile.local,
     )
 
@@ -332,11 +338,12 @@ def _c8(c: int) -> int:
     return -(-c // 8) * 8
 
 
-def _reach_tiled(conv: bool) -> Callable[[list, tuple[int, ...]], list[Span]]:
+def _reach_tiled(conv: bool, dw: bool = False) -> Callable[[list, tuple[int, ...]], list[Span]]:
     def reach(a: list, g: tuple[int, ...]) -> list[Span]:
-        m, k, co, h, w, ci, oh, ow = a[:8]
+        m, k, co, h, w, ci, oh, ow, kh, kw = a[:10]
         ks, ys, yo, rc, prelu = a[16], a[17], a[18], a[20], a[22]
         need(ks >= 1, f"K slice of {ks}")
+        need(not dw or k == ci, f"a depthwise-fed product's K ({k}) is its channels ({ci})")
         slices = g[2]
         if conv:
             need(oh >= 1 and ow >= 1 and ci >= 1, f"conv geometry {a[3:16]}")
@@ -346,12 +353,14 @@ def _reach_tiled(conv: bool) -> Callable[[list, tuple[int, ...]], list[Span]]:
             x = (0, m * k)
         split = slices > 1
         tiles = g[0] * g[1] // _ITEMS  # groups over M and Co: every tile is one of 256 items
+        depthwise = [(0, kh * kw * _c8(ci)), (0, _c8(ci))] if dw else []
         return [
             x,
             (0, k * _c8(co)),
             (0, _c8(co)),
             (0, m * rc),
             (0, co * bool(prelu)),
+            *depthwise,
             _rows(m, co, ys, yo),
             (0, slices * m * co) if split else _NOTHING,
             (0, tiles) if split else _NOTHING,
@@ -370,3 +379,4 @@ def _rows(m: int, co: int, stride: int, offset: int) -> Span:
 
 register_reach("tgemm", _reach_tiled(False), written=3)
 register_reach("tconv", _reach_tiled(True), written=3)
+register_reach("tdw", _reach_tiled(True, dw=True), written=3)

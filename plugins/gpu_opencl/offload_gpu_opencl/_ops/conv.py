@@ -13,6 +13,7 @@ from offload_gpu_opencl._ops._spec import (
     bias_row,
     constant_weights_reason,
 )
+from offload_gpu_opencl._ops.depthwise import depthwise
 from offload_gpu_opencl._shapes import need, rule_reason, window, window_limits
 from offload_gpu_opencl._source import blocking
 from offload_gpu_opencl._tiling import GemmProblem, launch_gemm, launch_matmul
@@ -43,7 +44,18 @@ def lower(lw: Lowering, node: Node) -> None:
     pointwise = kh == kw == 1 and sh == sw == 1 and pt == pl == 0 and (oh, ow) == (h, wd)
     if pointwise:
         wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, ci).T), param=True)
-        launch_matmul(lw, node, lw.ref(x), wt, bias_ref, (bufs, flags), p, ci, co)
+        if node.index in lw.depthwise_into:
+            # The depthwise convolution whose output this reads runs in the product's A
+            # loader (tdw_*, see _fusion), from its own input and constants.
+            source, code = lw.depthwise_into[node.index]
+            dwc = depthwise(lw, lw.subgraph.nodes[source])
+            problem = GemmProblem("dw", p, ci, co, dwc.geometry)
+            launch_gemm(
+                lw, node, problem, lw.ref(dwc.x), wt, bias_ref, (bufs, flags),
+                depthwise=(dwc.weights, dwc.bias, code),
+            )  # fmt: skip
+        else:
+            launch_matmul(lw, node, lw.ref(x), wt, bias_ref, (bufs, flags), p, ci, co)
         if node.index not in lw.epilogues:
             lw.finish(node)
         return

@@ -1,6 +1,9 @@
 // Tiled GEMM for GPUs (the "gpu" kernel family, see _tiling): 1x1 stride-1 CONV_2D and
 // FULLY_CONNECTED as tgemm_*, every other CONV_2D as tconv_* (implicit GEMM: the input patch
-// is gathered while the A tile loads, never materialised). A template instantiated once per
+// is gathered while the A tile loads, never materialised), and with -DFUSE_DW a 1x1 CONV_2D
+// whose input is a DEPTHWISE_CONV_2D's output as tdw_* (the A tile computes the depthwise
+// convolution as it loads: DW, with the window of the depthwise convolution in the conv
+// geometry arguments and K its channels). A template instantiated once per
 // (KIND, BM, BN, RM, RN) in _source.TEMPLATES, with AE = BM*16/256 A values and BE = 16*BN/256
 // w values loaded per item and K step (array sizes must be constant expressions).
 //
@@ -24,16 +27,23 @@
 // split products. Output rows are YS apart from channel YO on (see epilogue1.cl): a
 // CONCATENATION input is written in place.
 
-#if defined(TILED_GEMM)
+#if defined(TILED_GEMM) && (!{DW} || defined(FUSE_DW))
 // @include epilogue1.cl
 
 __attribute__((reqd_work_group_size({BN} / {RN}, {BM} / {RM}, 1)))
 __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_t* w,
         __global const param_t* b, __global const store_t* res, __global const param_t* alpha,
+#if {DW}
+        __global const param_t* dww, __global const param_t* dwb,
+#endif
         __global store_t* y, __global float* part, __global int* count,
         int M, int K, int Co, int H, int W, int Ci, int OH, int OW,
         int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL, int KS, int YS, int YO,
-        int act, int RC, int act2, int prelu) {
+        int act, int RC, int act2, int prelu
+#if {DW}
+        , int dwact
+#endif
+        ) {
     const int TX = {BN} / {RN}, TY = {BM} / {RM}, NT = TX * TY, TK = 16;
     /* A tile stored k-major, one column of padding so the k-consecutive stores of the loader
        fall in different local memory banks. */
@@ -81,13 +91,33 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
     for (int k0 = kbeg; k0 < kend; k0 += TK) {
         const int kg = k0 + ak;
         const bool kin = kg < kend;
-#if {CONV}
+#if {DW}
+        const int C8 = ((Ci + 7) >> 3) << 3;
+#elif {CONV}
         const int ci = kg % Ci, tap = kg / Ci, kx = tap % KW, ky = tap / KW;
 #endif
         #pragma unroll
         for (int e = 0; e < {AE}; ++e) {
             real v = (real)0;
-#if {CONV}
+#if {DW}
+            /* The depthwise convolution's output at this row's pixel, channel kg, computed
+               here as dwconv computes it (bias, then the taps in order, then its activation):
+               the 1x1 product reads it without its own launch or buffer. */
+            if (arow[e] && kin) {
+                real acc = LDP(dwb, kg);
+                for (int ky = 0; ky < KH; ++ky) {
+                    const int iy = aiy[e] + ky * DH;
+                    if (iy < 0 || iy >= H) continue;
+                    for (int kx = 0; kx < KW; ++kx) {
+                        const int ix = aix[e] + kx * DW;
+                        if (ix < 0 || ix >= W) continue;
+                        acc += LD(x, ((abase[e] + iy) * W + ix) * Ci + kg)
+                               * LDP(dww, (ky * KW + kx) * C8 + kg);
+                    }
+                }
+                v = act1(acc, dwact);
+            }
+#elif {CONV}
             const int iy = aiy[e] + ky * DH, ix = aix[e] + kx * DW;
             if (arow[e] && kin && iy >= 0 && iy < H && ix >= 0 && ix < W)
                 v = LD(x, ((abase[e] + iy) * W + ix) * Ci + ci);

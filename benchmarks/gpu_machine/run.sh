@@ -8,7 +8,8 @@
 #   benchmark.log  the benchmark's stderr (LiteRT's and the drivers' own logs)
 #   run.log        what this script did and found
 #   preflight.log  the device's limits, program build times, registers and spills per kernel
-#   roofline.txt   `offload benchmark --roofline` of each model on gpu_opencl (ROOFLINE=0: skip)
+#   roofline.txt   `offload benchmark --roofline` of each model on gpu_opencl (ROOFLINE=0: skip;
+#                  ROOFLINE_BUDGET seconds in all, 150 by default; ROOFLINE_TIMEOUT per model)
 #
 # Nothing here needs a GPU: without NVIDIA's libraries gpu_opencl runs on whatever OpenCL
 # device is registered (PoCL) and LiteRT's GPU column says why it cannot run. On a Python other
@@ -158,7 +159,13 @@ fi
 # -- the roofline of each model on gpu_opencl (its device's peak, measured by its kernels) --------
 if [[ "${ROOFLINE:-1}" != 0 ]]; then
     : >"$OUT/roofline.txt"
+    # Started only while the step's budget lasts (the device tool ends a command at 600 s).
+    roofline_end=$(($(date +%s) + ${ROOFLINE_BUDGET:-150}))
     for model in "$WORK"/models/*.tflite; do
+        if (($(date +%s) >= roofline_end)); then
+            log "roofline: budget (${ROOFLINE_BUDGET:-150} s) spent before $(basename "$model")"
+            break
+        fi
         echo "### $(basename "$model" .tflite)" >>"$OUT/roofline.txt"
         timeout "${ROOFLINE_TIMEOUT:-60}" "$PY" -m offload benchmark --graph "$model" --use_gpu \
             --roofline --num_runs 50 --min_secs 1 >>"$OUT/roofline.txt" 2>>"$OUT/roofline.log" ||

@@ -157,8 +157,8 @@ def test_every_enqueue_mode_gives_the_same_outputs(family: str) -> None:
     """Launches enqueued one by one through pyopencl, through the OpenCL library directly, or
     recorded once in a command buffer (where the driver has cl_khr_command_buffer) are the same
     in-order commands: outputs bit for bit alike over invokes whose inputs differ, half
-    storage's on-device input conversion included. auto takes pyopencl's on a CPU device and
-    says why."""
+    storage's on-device input conversion included, and direct calls flushing every few
+    launches. auto takes pyopencl's on a CPU device and says why."""
     from offload_gpu_opencl._replay import COMMAND_BUFFER_EXTENSION
 
     path = MODELS.get("face_detection_short_range.tflite") or next(iter(MODELS.values()))
@@ -170,11 +170,15 @@ def test_every_enqueue_mode_gives_the_same_outputs(family: str) -> None:
         for p in cl.get_platforms()
         for d in p.get_devices()
     )
-    modes = ["pyopencl", "direct", "auto"] + (["command_buffer"] if recorded else [])
+    # "direct/3": direct calls flushing every third launch (what Mali GPUs get by default).
+    modes = ["pyopencl", "direct", "direct/3", "auto"] + (["command_buffer"] if recorded else [])
     for half in (False, True):
         found: dict[str, list[list[np.ndarray]]] = {}
-        for mode in modes:
+        for label in modes:
+            mode, _, every = label.partition("/")
             options = {"kernel_family": family, "enqueue": mode, "precision_loss_allowed": half}
+            if every:
+                options["flush_every"] = int(every)
             interp = offload.Interpreter(
                 model_path=str(path),
                 delegates=[offload.load_delegate("gpu_opencl", options)],
@@ -186,10 +190,10 @@ def test_every_enqueue_mode_gives_the_same_outputs(family: str) -> None:
             assert row["stats"]["enqueue"] == want, row["stats"]
             if mode == "auto":
                 assert "CPU device" in row["stats"]["enqueue_reason"]
-            found[mode] = outputs_over_seeds(interp)
-        for mode in modes[1:]:
-            for got, want_outputs in zip(found[mode], found["pyopencl"]):
+            found[label] = outputs_over_seeds(interp)
+        for label in modes[1:]:
+            for got, want_outputs in zip(found[label], found["pyopencl"]):
                 for a, b in zip(got, want_outputs):
-                    np.testing.assert_array_equal(a, b, err_msg=f"enqueue={mode}, half={half}")
+                    np.testing.assert_array_equal(a, b, err_msg=f"enqueue={label}, half={half}")
     with pytest.raises(offload.errors.DelegateOptionsError, match="enqueue"):
         offload.load_delegate("gpu_opencl", {"enqueue": "graph"})

@@ -79,6 +79,13 @@ def multiply_by_quantized_multiplier(
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, multiplier), right)
 
 
+def _output(
+    scaled: np.ndarray, zero_point: int, clamp: tuple[int, int], dtype: np.dtype | type
+) -> np.ndarray:
+    """A scaled accumulator as the output type: plus the zero point, clamped to the range."""
+    return np.clip(scaled + zero_point, clamp[0], clamp[1]).astype(dtype)
+
+
 def requantize(
     acc: np.ndarray,
     multiplier: np.ndarray | int,
@@ -89,8 +96,8 @@ def requantize(
 ) -> np.ndarray:
     """int32 accumulator -> output integer type: scale by the fixed-point multiplier, add the
     output zero point, clamp to the activation range."""
-    scaled = multiply_by_quantized_multiplier(acc, multiplier, shift) + zero_point
-    return np.clip(scaled, clamp[0], clamp[1]).astype(dtype)
+    scaled = multiply_by_quantized_multiplier(acc, multiplier, shift)
+    return _output(scaled, zero_point, clamp, dtype)
 
 
 # --- requantization per op family -----------------------------------------------------------
@@ -219,8 +226,8 @@ def requantize_conv(
     clamp from :func:`activation_range_quantized`. A grouped CONV_2D (input channels a
     multiple of the filter's) runs LiteRT's reference kernel instead: :func:`requantize`.
     """
-    scaled = multiply_by_quantized_multiplier_half_up(acc, multiplier, shift) + zero_point
-    return np.clip(scaled, clamp[0], clamp[1]).astype(dtype)
+    scaled = multiply_by_quantized_multiplier_half_up(acc, multiplier, shift)
+    return _output(scaled, zero_point, clamp, dtype)
 
 
 # DEPTHWISE_CONV_2D's int8 kernel requantizes 16 channels per step, then 8, then the rest one
@@ -260,4 +267,4 @@ def requantize_depthwise(
         multiplier = np.broadcast_to(np.asarray(multiplier, np.int64), acc.shape[-1:])
         shift = np.broadcast_to(np.asarray(shift, np.int64), acc.shape[-1:])
         scaled = multiply_by_quantized_multiplier_lanes(acc, multiplier, shift, vector)
-    return np.clip(scaled + zero_point, clamp[0], clamp[1]).astype(dtype)
+    return _output(scaled, zero_point, clamp, dtype)

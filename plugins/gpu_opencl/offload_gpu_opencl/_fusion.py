@@ -224,9 +224,9 @@ def _depthwise_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) 
         if ep is not None and (ep.residual >= 0 or ep.alpha >= 0):
             continue
         out = ep.out if ep is not None else node.outputs[0]
-        if lw.tensor(node.outputs[0]).dtype in QUANTIZED or lw.tensor(out).dtype in QUANTIZED:
-            continue  # its fake-quantize step must run (sole() checks only ``out``)
         code = ep.act if ep is not None else kernel_act(node, sg)
+        # None for a quantized ``out`` (its fake-quantize must run); an epilogue exists only
+        # where the depthwise output itself is plain.
         reader = sole(out)
         if reader is None or reader.op != "CONV_2D" or reader.inputs[0] != out:
             continue

@@ -35,33 +35,27 @@ ROUNDS = 3
 CHAINS = 8  # independent float4 chains per item
 COPY_BYTES = 64 << 20  # per buffer, capped at a quarter of the largest allocation
 
-_SOURCE = f"""
-__kernel void peak_fma(__global float* out, float a, float b, int iters) {{
-    float4 x[{CHAINS}];
-    for (int c = 0; c < {CHAINS}; ++c) x[c] = (float4)(get_global_id(0) + c) * 1e-6f;
-    for (int i = 0; i < iters; ++i) {{
+_MAD_KERNEL = """
+__kernel void peak_OP(__global float* out, float a, float b, int iters) {
+    float4 x[CHAINS];
+    for (int c = 0; c < CHAINS; ++c) x[c] = (float4)(get_global_id(0) + c) * 1e-6f;
+    for (int i = 0; i < iters; ++i) {
         #pragma unroll
-        for (int c = 0; c < {CHAINS}; ++c) x[c] = fma(x[c], (float4)a, (float4)b);
-    }}
+        for (int c = 0; c < CHAINS; ++c) x[c] = OP(x[c], (float4)a, (float4)b);
+    }
     float4 s = (float4)0;
-    for (int c = 0; c < {CHAINS}; ++c) s += x[c];
+    for (int c = 0; c < CHAINS; ++c) s += x[c];
     out[get_global_id(0)] = s.x + s.y + s.z + s.w;
-}}
-__kernel void peak_mad(__global float* out, float a, float b, int iters) {{
-    float4 x[{CHAINS}];
-    for (int c = 0; c < {CHAINS}; ++c) x[c] = (float4)(get_global_id(0) + c) * 1e-6f;
-    for (int i = 0; i < iters; ++i) {{
-        #pragma unroll
-        for (int c = 0; c < {CHAINS}; ++c) x[c] = mad(x[c], (float4)a, (float4)b);
-    }}
-    float4 s = (float4)0;
-    for (int c = 0; c < {CHAINS}; ++c) s += x[c];
-    out[get_global_id(0)] = s.x + s.y + s.z + s.w;
-}}
-__kernel void peak_copy(__global const float4* src, __global float4* dst) {{
-    dst[get_global_id(0)] = src[get_global_id(0)];
-}}
+}
 """
+_SOURCE = (
+    "".join(_MAD_KERNEL.replace("OP", op).replace("CHAINS", str(CHAINS)) for op in ("fma", "mad"))
+    + """
+__kernel void peak_copy(__global const float4* src, __global float4* dst) {
+    dst[get_global_id(0)] = src[get_global_id(0)];
+}
+"""
+)
 
 _LOCK = threading.Lock()
 _MEMO: dict[tuple[str, str], DevicePeak] = {}

@@ -68,9 +68,10 @@ COLUMNS = {  # key -> column title
 }
 FLUSH_PREFIX = "gpu_opencl_f32_flush"  # --flush-sweep's columns: this and the interval
 ENQUEUE_PREFIX = "gpu_opencl_f32_enqueue_"  # --enqueue-sweep's columns: this and the mode
-FUSED = "gpu_opencl_f32_fused"  # --fuse-depthwise's column
+FUSED = "gpu_opencl_f32_fused"  # --fuse-depthwise's columns: every pair fused, and none
+APART = "gpu_opencl_f32_apart"
 BASELINE = "litert_gpu"
-PROFILED = ("gpu_opencl_f32", "gpu_opencl_half", "gpu_opencl_f32_fused")
+PROFILED = ("gpu_opencl_f32", "gpu_opencl_half", FUSED, APART)
 
 
 # -- models and inputs ------------------------------------------------------------------------
@@ -258,7 +259,7 @@ def gpu_opencl(
     half: bool,
     flush_every: int | None = None,
     enqueue: str = "auto",
-    fuse_depthwise: bool = False,
+    fuse_depthwise: bool | None = None,
 ) -> Runner:
     import offload
     from offload_gpu_opencl import GpuOpenCLDelegate
@@ -369,8 +370,8 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return offload_auto(path, inputs)
     if key.startswith(FLUSH_PREFIX):
         return gpu_opencl(path, inputs, half=False, flush_every=int(key[len(FLUSH_PREFIX) :]))
-    if key == FUSED:
-        return gpu_opencl(path, inputs, half=False, fuse_depthwise=True)
+    if key in (FUSED, APART):
+        return gpu_opencl(path, inputs, half=False, fuse_depthwise=key == FUSED)
     if key.startswith(ENQUEUE_PREFIX):
         return gpu_opencl(path, inputs, half=False, enqueue=key[len(ENQUEUE_PREFIX) :])
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
@@ -685,7 +686,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fuse-depthwise",
         action="store_true",
-        help="add a gpu_opencl f32 column with fuse_depthwise (depthwise in the 1x1 product)",
+        help=(
+            "add gpu_opencl f32 columns with every depthwise -> 1x1 pair fused and with none "
+            "(the default column fuses the pairs its autotuner times faster)"
+        ),
     )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
@@ -708,7 +712,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for mode in args.enqueue_sweep:
         COLUMNS[f"{ENQUEUE_PREFIX}{mode}"] = f"gpu_opencl f32, enqueue {mode}"
     if args.fuse_depthwise:
-        COLUMNS[FUSED] = "gpu_opencl f32, depthwise fused"
+        COLUMNS[FUSED] = "gpu_opencl f32, every depthwise fused"
+        COLUMNS[APART] = "gpu_opencl f32, no depthwise fused"
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         info, results, args.runs = data, data["models"], data["runs"]

@@ -19,8 +19,9 @@
 # column in a row per round, 1), MODELS (substrings of model names, space separated; default
 # all), BENCH_TIMEOUT (540 s), FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space
 # separated; default none), ENQUEUE_SWEEP (gpu_opencl enqueue modes for extra f32 columns:
-# auto command_buffer pyopencl; default none), FUSE_DEPTHWISE (1: a gpu_opencl f32 column with
-# fuse_depthwise).
+# auto command_buffer pyopencl; default none), FUSE_DEPTHWISE (1: gpu_opencl f32 columns with
+# every depthwise -> 1x1 pair fused and with none), FUSION_PAIRS (1: fusion_pairs.txt, each
+# pair's device times fused and apart), BENCH / PREFLIGHT (0: skip that step).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -131,8 +132,23 @@ done
 log "models: $(ls "$WORK/models" | tr '\n' ' ')"
 
 # -- preflight: the program builds there? registers and spills per tiled kernel -----------------
-timeout 180 "$PY" "$ROOT/benchmarks/gpu_machine/preflight.py" >"$OUT/preflight.log" 2>&1
-log "preflight exit $? ($(head -2 "$OUT/preflight.log" | tr '\n' ' '))"
+if [[ "${PREFLIGHT:-1}" != 0 ]]; then
+    timeout 180 "$PY" "$ROOT/benchmarks/gpu_machine/preflight.py" >"$OUT/preflight.log" 2>&1
+    log "preflight exit $? ($(head -2 "$OUT/preflight.log" | tr '\n' ' '))"
+fi
+
+# -- per depthwise -> 1x1 pair: device times fused and not (FUSION_PAIRS=1) ----------------------
+if [[ "${FUSION_PAIRS:-0}" != 0 ]]; then
+    pairs=()
+    for model in "$WORK"/models/*.tflite; do
+        wanted=${MODELS:-all}
+        for part in ${MODELS:-}; do [[ $(basename "$model") == *"$part"* ]] && wanted=all; done
+        [[ $wanted == all ]] && pairs+=("$model")
+    done
+    timeout "${PAIRS_TIMEOUT:-240}" "$PY" "$ROOT/benchmarks/gpu_machine/fusion_pairs.py" "${pairs[@]}" \
+        >"$OUT/fusion_pairs.txt" 2>"$OUT/fusion_pairs.log"
+    log "fusion_pairs exit $? ($(grep -c '^{' "$OUT/fusion_pairs.txt") pairs)"
+fi
 
 # -- the benchmark ------------------------------------------------------------------------------
 args=(--model-dir "$WORK/models" --runs "$RUNS" --block "${BLOCK:-1}" --profile --write-json "$OUT/results.json")
@@ -143,18 +159,21 @@ args=(--model-dir "$WORK/models" --runs "$RUNS" --block "${BLOCK:-1}" --profile 
 # shellcheck disable=SC2206  # ENQUEUE_SWEEP too: gpu_opencl f32 columns per enqueue mode
 [[ -n "${ENQUEUE_SWEEP:-}" ]] && args+=(--enqueue-sweep ${ENQUEUE_SWEEP})
 [[ "${FUSE_DEPTHWISE:-0}" != 0 ]] && args+=(--fuse-depthwise)
-log "running gpu_vs_litert.py ${args[*]}"
-start=$(date +%s)
-# Stopped in time to write the tables (the device machine ends a command at 600 s).
-timeout "${BENCH_TIMEOUT:-540}" "$PY" "$ROOT/benchmarks/gpu_vs_litert.py" "${args[@]}" --markdown \
-    >"$OUT/results.md" 2>"$OUT/benchmark.log"
-status=$?
-log "benchmark exit $status after $(($(date +%s) - start)) s"
-if [[ $status -ne 0 ]]; then
-    tail -20 "$OUT/benchmark.log" >&2
-    # Whatever models finished are in results.json: render them.
-    [[ -s "$OUT/results.json" ]] && "$PY" "$ROOT/benchmarks/gpu_vs_litert.py" \
-        --from-json "$OUT/results.json" --markdown >"$OUT/results.md" 2>>"$OUT/benchmark.log"
+status=0
+if [[ "${BENCH:-1}" != 0 ]]; then
+    log "running gpu_vs_litert.py ${args[*]}"
+    start=$(date +%s)
+    # Stopped in time to write the tables (the device machine ends a command at 600 s).
+    timeout "${BENCH_TIMEOUT:-540}" "$PY" "$ROOT/benchmarks/gpu_vs_litert.py" "${args[@]}" --markdown \
+        >"$OUT/results.md" 2>"$OUT/benchmark.log"
+    status=$?
+    log "benchmark exit $status after $(($(date +%s) - start)) s"
+    if [[ $status -ne 0 ]]; then
+        tail -20 "$OUT/benchmark.log" >&2
+        # Whatever models finished are in results.json: render them.
+        [[ -s "$OUT/results.json" ]] && "$PY" "$ROOT/benchmarks/gpu_vs_litert.py" \
+            --from-json "$OUT/results.json" --markdown >"$OUT/results.md" 2>>"$OUT/benchmark.log"
+    fi
 fi
 # -- the roofline of each model on gpu_opencl (its device's peak, measured by its kernels) --------
 if [[ "${ROOFLINE:-1}" != 0 ]]; then
@@ -173,6 +192,6 @@ if [[ "${ROOFLINE:-1}" != 0 ]]; then
     done
     log "roofline: $(grep -c '^###' "$OUT/roofline.txt") models in roofline.txt"
 fi
-cat "$OUT/results.md"
+[[ -s "$OUT/results.md" ]] && cat "$OUT/results.md"
 rm -rf "$WORK"
 exit "$status"

@@ -601,6 +601,34 @@ def test_fuse_depthwise_leaves_the_cpu_family_alone() -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.usefixtures("no_program_binaries")
+def test_autotuner_times_the_fused_products_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the autotuner runs, fuse_depthwise's default fuses every pair, and each fused
+    product's tile and split are timed as a problem of their own ("dw" keys, not the plain
+    1x1 product's choice); a warm start reads them back. Outputs are the unfused ones'."""
+    from offload_gpu_opencl import _autotune
+
+    # The rule's two tiles, whose fused kernels other tests compile (PoCL compiles each
+    # kernel it runs once per process on a cold cache).
+    rule = [GemmChoice(tile, 1) for tile in RULE_TILES]
+    monkeypatch.setattr(_autotune, "candidates", lambda problem, units: rule)
+    content = depthwise_pairs()
+    inputs = model_inputs(content)
+    plain, plain_stats = run(content, inputs, kernel_family="gpu")  # CPU device: not tuned
+    assert "depthwise_fused" not in plain_stats
+    found, first, kernel = tune(content, inputs, tmp_path)
+    assert kernel.stats()["depthwise_fused"] == 2
+    assert [k.function_name.split("_")[0] for k, _, _ in kernel.calls] == ["tdw", "tdw"]
+    fused_keys = [key for key in first["timed_us"] if key.startswith("dw:")]
+    assert len(fused_keys) == 2 and first["searched"] == 2
+    assert_close(found, plain, 1e-6)
+    _, second, _ = tune(content, inputs, tmp_path)
+    assert second["searched"] == 0 and second["from_cache"] == 2
+    assert second["choices"] == first["choices"]
+
+
 @pytest.mark.litert
 @pytest.mark.parametrize("name", ["face_landmark.tflite", "face_detection_full_range.tflite"])
 def test_face_model_with_depthwise_fused_matches_litert(name: str) -> None:

@@ -102,7 +102,10 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     flag="--gpu_fuse_depthwise",
                     option="fuse_depthwise",
                     type="bool",
-                    help="GPU family: run a depthwise conv inside the 1x1 conv that reads it",
+                    help=(
+                        "GPU family: run a depthwise conv inside the 1x1 conv that reads it "
+                        "(default: where the autotuner times the fused products)"
+                    ),
                 ),
             ),
         )

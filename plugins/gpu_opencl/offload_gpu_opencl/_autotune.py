@@ -38,7 +38,7 @@ from offload_gpu_opencl._tiling import (
 if TYPE_CHECKING:
     from offload_gpu_opencl import GpuOpenCLOptions
 
-__all__ = ["Autotuner", "forget_tuning", "gemm_chooser", "tuning_key"]
+__all__ = ["Autotuner", "autotunes", "forget_tuning", "gemm_chooser", "tuning_key"]
 
 _FORMAT = 1  # version of the cache entry's layout
 _LOCK = threading.Lock()
@@ -65,12 +65,16 @@ def gemm_chooser(
     if TILED_FLAG not in build_options.split():
         return None
     units = int(handle.device.max_compute_units)
-    autotune = options.autotune
-    if autotune is None:
-        autotune = not handle.device.type & cl.device_type.CPU
-    if not autotune:
+    if not autotunes(options, handle):
         return FixedChooser(units)
     return Autotuner(units, handle=handle, build_options=build_options, cache=cache, prefix=prefix)
+
+
+def autotunes(options: GpuOpenCLOptions, handle: DeviceHandle) -> bool:
+    """``autotune`` as set, else on for GPUs and off for CPU devices."""
+    if options.autotune is not None:
+        return options.autotune
+    return not handle.device.type & cl.device_type.CPU
 
 
 def tuning_key(prefix: str, build_options: str) -> str:
@@ -229,7 +233,7 @@ class Autotuner(GemmChooser):
         program = self._get_program()
         m, k, co = problem.m, problem.k, problem.co
         co8 = -(-co // 8) * 8
-        if problem.kind == "conv":
+        if problem.kind in ("conv", "dw"):
             h, w, ci, oh, ow = problem.geometry[:5]
             x_count = -(-m // (oh * ow)) * h * w * ci
         else:
@@ -245,9 +249,16 @@ class Autotuner(GemmChooser):
         count = self._buffer("count", tiles) if slices > 1 else zero  # zeroed: see _buffer
         ints = [np.int32(v) for v in (m, k, co, *problem.geometry, choice.slice_length(k), co, 0)]
         flags = [np.int32(0)] * 4
+        # A "dw" product also reads the depthwise weights and bias, and takes its activation.
+        depthwise: list[cl.Buffer] = []
+        if problem.kind == "dw":
+            kh, kw = problem.geometry[5:7]
+            c8 = -(-k // 8) * 8
+            depthwise = [self._buffer("dw_w", kh * kw * c8), self._buffer("dw_b", c8)]
+            flags.append(np.int32(0))
         tx, ty, _ = tile.local
         tiled = cl.Kernel(program, f"t{problem.kind}_{tile.name}")
-        tiled.set_args(x, weights, bias, zero, zero, y, part, count, *ints, *flags)
+        tiled.set_args(x, weights, bias, zero, zero, *depthwise, y, part, count, *ints, *flags)
         grid = (-(-co // tile.bn) * tx, -(-m // tile.bm) * ty, slices)
         return [(tiled, grid, tile.local)]
 

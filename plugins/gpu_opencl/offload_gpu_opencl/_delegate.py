@@ -76,7 +76,12 @@ class GpuOpenCLOptions(DelegateOptions):
     enqueues through pyopencl whatever this says, since each launch needs its own event.
     ``fuse_depthwise``: in the GPU kernel family, compute a DEPTHWISE_CONV_2D that only a 1x1
     CONV_2D reads inside that product's launch (one launch and one tensor fewer per pair, the
-    depthwise taps recomputed per output-channel tile). Off by default until measured on GPUs.
+    depthwise taps computed again for each output-channel tile). ``None`` (default): where the
+    autotuner runs (GPUs, unless ``autotune=False``), which times each fused product's tile and
+    split as a problem of its own; not where it does not (CPU devices), since the plain
+    product's rule-of-thumb tile made fused pairs slower on a GPU. ``True``: every pair;
+    ``False``: none. Results are the same either way; ``stats()["depthwise_fused"]`` counts
+    the fused pairs.
     """
 
     precision_loss_allowed: bool = False
@@ -89,7 +94,7 @@ class GpuOpenCLOptions(DelegateOptions):
     autotune: bool | None = None
     flush_every: NonNegativeInt | None = None
     enqueue: EnqueueMode = "auto"
-    fuse_depthwise: bool = False
+    fuse_depthwise: bool | None = None
 
 
 class GpuOpenCLDelegate(Delegate):

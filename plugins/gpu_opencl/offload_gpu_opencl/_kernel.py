@@ -27,7 +27,7 @@ import pyopencl as cl
 from offload import DelegateKernel, DevicePeak, Partition, Subgraph, Tensor
 from offload.ops import node_work
 from offload.quant import dequantize, quantize
-from offload_gpu_opencl._autotune import gemm_chooser
+from offload_gpu_opencl._autotune import autotunes, gemm_chooser
 from offload_gpu_opencl._cache import SerializationCache
 from offload_gpu_opencl._device import build_program, open_device, profiling_queue, save_program
 from offload_gpu_opencl._errors import GpuOpenCLError, check
@@ -119,8 +119,17 @@ class GpuKernel(DelegateKernel):
         half = opts.precision_loss_allowed
         family = family_options(opts.kernel_family, handle.device)
         # The fused depthwise products exist in the GPU family only, and are compiled only
-        # where asked for (a program of theirs costs PoCL's compiler as much again).
-        self.fuse_depthwise = opts.fuse_depthwise and "-DTILED_GEMM" in family
+        # where a partition may launch them (they double the program's build time). By
+        # default they run where the autotuner times each one's tile: with the plain
+        # product's rule-of-thumb tile they were slower on an H200 (benchmarks/RESULTS.md).
+        fuse = opts.fuse_depthwise
+        if fuse is None:
+            fuse = autotunes(opts, handle)
+        self.fuse_depthwise = (
+            fuse
+            and "-DTILED_GEMM" in family
+            and any(subgraph.nodes[n].op == "DEPTHWISE_CONV_2D" for n in partition.nodes)
+        )
         self.build_options = " ".join(
             (["-DSTORE_HALF"] if half else [])
             + (["-DCOMPUTE_HALF"] if half and handle.has_fp16 else [])

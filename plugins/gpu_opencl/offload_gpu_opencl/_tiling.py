@@ -282,9 +282,7 @@ def launch_gemm(
     slices summed by the last group of each tile). ``depthwise``: for a "dw" problem, the
     depthwise convolution's weights, bias and activation code, which its A loader computes."""
     assert lw.gemm is not None
-    # A "dw" product takes the tile its plain 1x1 product would: the autotuner times GEMMs.
-    timed = GemmProblem("gemm", problem.m, problem.k, problem.co) if depthwise else problem
-    choice = lw.gemm.choose(timed)
+    choice = lw.gemm.choose(problem)
     tile, slices = choice.tile, choice.slices(problem.k)
     (res, alpha, y), flags = epilogue
     m, k, co = problem.m, problem.k, problem.co

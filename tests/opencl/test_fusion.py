@@ -214,6 +214,33 @@ def hard_sigmoid_gate(sixth: float, expose: bool = False) -> Callable[[], bytes]
     return build
 
 
+def squeeze_excite(batch: int, swapped: bool, expose: bool = False) -> bytes:
+    """MobileNetV3's squeeze-excite block: x pooled (MEAN), two 1x1 CONV_2Ds and a hard
+    sigmoid make a gate per image and channel, MUL(x, gate) (``swapped``: MUL(gate, x)), and
+    a 1x1 CONV_2D reads the product. In the GPU family the MUL runs in that product's A
+    loader, not when ``expose`` makes the product a model output too."""
+    b = ModelBuilder()
+    x = b.add_input("x", (batch, 7, 6, 37))
+    t = {n: b.add_tensor(n, s) for n, s in (("s", (batch, 1, 1, 37)), ("r", (batch, 1, 1, 8)),
+         ("c", (batch, 1, 1, 37)), ("g", (batch, 1, 1, 37)), ("m", (batch, 7, 6, 37)),
+         ("y", (batch, 7, 6, 19)))}  # fmt: skip
+    axes = b.add_constant("axes", np.array([1, 2], np.int32))
+    b.add_operator("MEAN", [x, axes], [t["s"]], {"keep_dims": True})
+    for src, dst, ci, co, act in (("s", "r", 37, 8, "RELU"), ("r", "c", 8, 37, "RELU6")):
+        cw, cb = b.add_constant(f"{dst}w", w(co, 1, 1, ci)), b.add_constant(f"{dst}b", 3 + w(co))
+        b.add_operator("CONV_2D", [t[src], cw, cb], [t[dst]], conv_options(act=act))
+    sixth = b.add_constant("sixth", np.array(1 / 6, F))
+    b.add_operator("MUL", [t["c"], sixth], [t["g"]], {"fused_activation_function": "NONE"})
+    operands = [t["g"], x] if swapped else [x, t["g"]]
+    b.add_operator("MUL", operands, [t["m"]], {"fused_activation_function": "NONE"})
+    pw, pb = b.add_constant("pw", w(19, 1, 1, 37)), b.add_constant("pb", w(19))
+    b.add_operator("CONV_2D", [t["m"], pw, pb], [t["y"]], conv_options())
+    b.add_output(t["y"])
+    if expose:
+        b.add_output(t["m"])
+    return b.build()
+
+
 # model -> kernels of its launches, in order
 CASES: dict[str, tuple[Callable[[], bytes], list[str]]] = {
     "conv_add_prelu": (conv_add_prelu, ["matmul_6x2"]),
@@ -296,3 +323,41 @@ def test_fused_activations_change_no_bit(
                 assert relative_error(a, b) <= TOLERANCE[True]
             else:
                 np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+@pytest.mark.parametrize(("batch", "swapped"), [(1, False), (2, True)])
+def test_squeeze_excite_gate_runs_in_the_product(
+    batch: int, swapped: bool, precision_loss: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GPU family: the MUL of x by its per-image gate runs in the 1x1 product's A loader (no
+    binary launch, one launch fewer than with the product exposed), giving the unfused bits
+    in float32 storage (within half's precision with half storage) and LiteRT's results."""
+    options = {"kernel_family": "gpu", "precision_loss_allowed": precision_loss}
+    runs = []
+    for expose in (False, True):
+        monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(3))
+        content = squeeze_excite(batch, swapped, expose)
+        interp = offload.Interpreter(
+            model_content=content,
+            delegates=[offload.load_delegate("gpu_opencl", options)],
+            allow_cpu_fallback=False,
+        )
+        interp.allocate_tensors()
+        (kernel,) = interp.delegate_kernels().values()
+        inputs = random_inputs(interp.get_input_details(), seed=7)
+        for detail, value in zip(interp.get_input_details(), inputs):
+            interp.set_tensor(detail["index"], value)
+        interp.invoke()
+        y = interp.get_tensor(interp.get_output_details()[0]["index"])
+        runs.append(([k.function_name for k, _, _ in kernel.calls], y, content, inputs))
+    (fused, y, content, inputs), (plain, unfused, _, _) = runs
+    assert not any(name.startswith("binary") for name in fused), fused
+    assert len(fused) == len(plain) - 1
+    if precision_loss:
+        assert relative_error(y, unfused) <= TOLERANCE[True]
+    else:
+        np.testing.assert_array_equal(y, unfused)
+    (want,) = run_litert(None, inputs, content=content)
+    assert relative_error(y, want) <= TOLERANCE[precision_loss]

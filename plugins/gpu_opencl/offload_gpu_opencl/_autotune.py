@@ -249,16 +249,20 @@ class Autotuner(GemmChooser):
         count = self._buffer("count", tiles) if slices > 1 else zero  # zeroed: see _buffer
         ints = [np.int32(v) for v in (m, k, co, *problem.geometry, choice.slice_length(k), co, 0)]
         flags = [np.int32(0)] * 4
-        # A "dw" product also reads the depthwise weights and bias, and takes its activation.
-        depthwise: list[cl.Buffer] = []
+        # A "dw" product also reads the depthwise weights and bias, and takes its activation;
+        # a "gemm" one takes a gate (timed without: its loads are a small part of A's).
+        extra: list[cl.Buffer] = []
         if problem.kind == "dw":
             kh, kw = problem.geometry[5:7]
             c8 = -(-k // 8) * 8
-            depthwise = [self._buffer("dw_w", kh * kw * c8), self._buffer("dw_b", c8)]
+            extra = [self._buffer("dw_w", kh * kw * c8), self._buffer("dw_b", c8)]
             flags.append(np.int32(0))
+        elif problem.kind == "gemm":
+            extra = [zero]
+            flags += [np.int32(0), np.int32(0)]
         tx, ty, _ = tile.local
         tiled = cl.Kernel(program, f"t{problem.kind}_{tile.name}")
-        tiled.set_args(x, weights, bias, zero, zero, *depthwise, y, part, count, *ints, *flags)
+        tiled.set_args(x, weights, bias, zero, zero, *extra, y, part, count, *ints, *flags)
         grid = (-(-co // tile.bn) * tx, -(-m // tile.bm) * ty, slices)
         return [(tiled, grid, tile.local)]
 

@@ -51,6 +51,9 @@ def plan_fusion(lw: Lowering) -> None:
       whose inputs are, which is then lowered just before the convolution (``hoisted``).
     * A zero PAD of H and W whose readers are all convolutions (as their input) is folded into
       their padding.
+    * GPU family: a 1x1 stride-1 CONV_2D computes its input in its A loader where only it
+      reads it, when that input is a depthwise convolution's (``fuse_depthwise``) or a
+      squeeze-excite MUL of x by a per-image, per-channel gate.
 
     Quantized tensors are never fused through (their fake-quantize step must run).
     """
@@ -206,6 +209,8 @@ def plan_fusion(lw: Lowering) -> None:
         _place_concatenated(lw, pos, sole)
     if lw.fuse_depthwise:
         _depthwise_into_pointwise(lw, sole)
+    if lw.gemm is not None:
+        _gate_into_pointwise(lw, sole)
 
 
 def _depthwise_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) -> None:
@@ -228,17 +233,64 @@ def _depthwise_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) 
         # None for a quantized ``out`` (its fake-quantize must run); an epilogue exists only
         # where the depthwise output itself is plain.
         reader = sole(out)
-        if reader is None or reader.op != "CONV_2D" or reader.inputs[0] != out:
+        if not _pointwise_reader(lw, out, reader):
             continue
-        if reader.index in lw.skip or reader.index in lw.depthwise_into:
-            continue
-        _, kh, kw, _ = lw.tensor(reader.inputs[1]).shape
-        strides = (reader.options.get("stride_h", 1), reader.options.get("stride_w", 1))
-        if (kh, kw) != (1, 1) or strides != (1, 1) or out in lw.placed:
-            continue
+        assert reader is not None
         lw.depthwise_into[reader.index] = (n, code)
         lw.skip.add(n)
         lw.epilogues.pop(n, None)
+
+
+def _pointwise_reader(lw: Lowering, t: int, reader: Node | None) -> bool:
+    """``reader`` is a 1x1 stride-1 CONV_2D reading ``t`` as its input only, lowered as a
+    plain product (no fusion of its input planned yet)."""
+    if reader is None or reader.op != "CONV_2D" or reader.inputs[0] != t:
+        return False
+    if t in reader.inputs[1:] or t in lw.placed:
+        return False
+    if reader.index in lw.skip or reader.index in lw.depthwise_into or reader.index in lw.gated:
+        return False
+    _, kh, kw, _ = lw.tensor(reader.inputs[1]).shape
+    strides = (reader.options.get("stride_h", 1), reader.options.get("stride_w", 1))
+    return (kh, kw) == (1, 1) and strides == (1, 1)
+
+
+def _gate_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) -> None:
+    """GPU family: a MUL of x [N, H, W, C] by a gate [N or 1, 1, 1, C] (a squeeze-excite
+    block's) whose output only a 1x1 stride-1 CONV_2D reads runs in that product's A loader:
+    one launch and one tensor fewer. x and the gate are runtime float tensors, made before the
+    MUL and so before the product's launch; the MUL's activation goes with it."""
+    sg = lw.subgraph
+    for n in lw.partition.nodes:
+        node = sg.nodes[n]
+        if node.op != "MUL" or n in lw.skip or len(node.inputs) != 2:
+            continue
+        out = node.outputs[0]
+        shape = tuple(lw.tensor(out).shape)
+        if len(shape) != 4 or node.inputs[0] == node.inputs[1]:
+            continue
+        found = None
+        for x, g in (node.inputs, node.inputs[::-1]):
+            gate_shape = tuple(lw.tensor(g).shape)
+            if (
+                tuple(lw.tensor(x).shape) == shape
+                and len(gate_shape) == 4
+                and gate_shape[1:] == (1, 1, shape[3])
+                and gate_shape[0] in (1, shape[0])
+            ):
+                found = x, g
+                break
+        if found is None:
+            continue
+        x, g = found
+        if any(lw.is_folded(t) or lw.tensor(t).dtype != np.float32 for t in found):
+            continue
+        reader = sole(out)  # None where ``out`` is quantized or read by anything else
+        if not _pointwise_reader(lw, out, reader):
+            continue
+        assert reader is not None
+        lw.gated[reader.index] = (x, g, kernel_act(node, sg))
+        lw.skip.add(n)
 
 
 def _activation_after(lw: Lowering, code: int, node: Node, t: int) -> int | None:

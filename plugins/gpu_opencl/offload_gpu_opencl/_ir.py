@@ -216,6 +216,10 @@ class Lowering:
     # input, computed inside the product's A loader (tdw_*) with this activation code.
     fuse_depthwise: bool = False
     depthwise_into: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # GPU family: 1x1 CONV_2D -> (x, gate, activation code) of the MUL x * gate whose output
+    # is its input, gate holding one value per image and channel (a squeeze-excite block):
+    # computed inside the product's A loader (tgemm's gate).
+    gated: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()

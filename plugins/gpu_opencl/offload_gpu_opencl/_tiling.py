@@ -253,13 +253,16 @@ def launch_matmul(
     p: int,
     k: int,
     co: int,
+    gate: tuple[Ref, int, int] | None = None,
 ) -> None:
     """(p, k) @ weights [k][co8] + bias, then the node's fused epilogue: the tiled GEMM in the
     GPU family, the register-blocked matmul in the CPU family (1x1 CONV_2D and
-    FULLY_CONNECTED alike)."""
+    FULLY_CONNECTED alike). ``gate`` (GPU family only, see launch_gemm): x scaled per image
+    and channel as it loads."""
     if lw.gemm is not None:
-        launch_gemm(lw, node, GemmProblem("gemm", p, k, co), x, weights, bias, epilogue)
+        launch_gemm(lw, node, GemmProblem("gemm", p, k, co), x, weights, bias, epilogue, gate=gate)
         return
+    assert gate is None, "a gated product runs in the GPU family only"
     bufs, flags = epilogue
     r, v = blocking(co, p)
     counts = (-(-co // (8 * v)), -(-p // r))
@@ -277,10 +280,13 @@ def launch_gemm(
     bias: Ref,
     epilogue: tuple[list[Ref], list[int]],
     depthwise: tuple[Ref, Ref, int] | None = None,
+    gate: tuple[Ref, int, int] | None = None,
 ) -> None:
     """Enqueue ``problem`` in the GPU family: one tiled launch with the epilogue (split-K
     slices summed by the last group of each tile). ``depthwise``: for a "dw" problem, the
-    depthwise convolution's weights, bias and activation code, which its A loader computes."""
+    depthwise convolution's weights, bias and activation code, which its A loader computes.
+    ``gate``: for a "gemm" problem, a gate tensor [images][K], the rows of A per image, and
+    the activation code of the MUL it stands for (x * gate, computed as A loads)."""
     assert lw.gemm is not None
     choice = lw.gemm.choose(problem)
     tile, slices = choice.tile, choice.slices(problem.k)
@@ -310,6 +316,7 @@ def launch_gemm(
         res,
         alpha,
         *(depthwise[:2] if depthwise else ()),
+        *((gate[0] if gate else lw.zeros(8),) if problem.kind == "gemm" else ()),
         y,
         part,
         count,
@@ -322,6 +329,7 @@ def launch_gemm(
         offset,
         *flags,
         *((depthwise[2],) if depthwise else ()),
+        *((gate[1:] if gate else (0, 0)) if problem.kind == "gemm" else ()),
         local=tile.local,
     )
 
@@ -352,12 +360,18 @@ def _reach_tiled(conv: bool, dw: bool = False) -> Callable[[list, tuple[int, ...
         split = slices > 1
         tiles = g[0] * g[1] // _ITEMS  # groups over M and Co: every tile is one of 256 items
         depthwise = [(0, kh * kw * _c8(ci)), (0, _c8(ci))] if dw else []
+        gate = []
+        if not conv:  # the gate: one row of K per image of ``rows`` rows of A
+            rows = a[23]
+            need(rows >= 0, f"gate rows per image {rows}")
+            gate = [(0, -(-m // rows) * k) if rows > 0 else _NOTHING]
         return [
             x,
             (0, k * _c8(co)),
             (0, _c8(co)),
             (0, m * rc),
             (0, co * bool(prelu)),
+            *gate,
             *depthwise,
             _rows(m, co, ys, yo),
             (0, slices * m * co) if split else _NOTHING,

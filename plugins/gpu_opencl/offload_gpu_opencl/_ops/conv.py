@@ -54,6 +54,14 @@ def lower(lw: Lowering, node: Node) -> None:
                 lw, node, problem, lw.ref(dwc.x), wt, bias_ref, (bufs, flags),
                 depthwise=(dwc.weights, dwc.bias, code),
             )  # fmt: skip
+        elif node.index in lw.gated:
+            # The squeeze-excite MUL whose output this reads runs in the product's A loader
+            # (_fusion): x scaled by the gate row of its image.
+            source, gate, code = lw.gated[node.index]
+            launch_matmul(
+                lw, node, lw.ref(source), wt, bias_ref, (bufs, flags), p, ci, co,
+                gate=(lw.ref(gate), oh * ow if lw.tensor(gate).shape[0] == n else p, code),
+            )  # fmt: skip
         else:
             launch_matmul(lw, node, lw.ref(x), wt, bias_ref, (bufs, flags), p, ci, co)
         if node.index not in lw.epilogues:

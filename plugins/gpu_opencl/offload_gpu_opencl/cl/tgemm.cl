@@ -26,6 +26,10 @@
 // the epilogue: no second launch, which on an H100 cost as much as the product's own for most
 // split products. Output rows are YS apart from channel YO on (see epilogue1.cl): a
 // CONCATENATION input is written in place.
+//
+// A gated product (tgemm only): with GP > 0 the A loader multiplies x by gate[image][k]
+// as it loads, the rows of each image being GP consecutive rows of A, then applies gact, as
+// the MUL it replaces would (a squeeze-excite block's x * gate, read by a 1x1 CONV_2D).
 
 #if defined(TILED_GEMM) && (!{DW} || defined(FUSE_DW))
 // @include epilogue1.cl
@@ -33,6 +37,9 @@
 __attribute__((reqd_work_group_size({BN} / {RN}, {BM} / {RM}, 1)))
 __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_t* w,
         __global const param_t* b, __global const store_t* res, __global const param_t* alpha,
+#if !{CONV}
+        __global const store_t* gate,
+#endif
 #if {DW}
         __global const param_t* dww, __global const param_t* dwb,
 #endif
@@ -42,6 +49,8 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
         int act, int RC, int act2, int prelu
 #if {DW}
         , int dwact
+#elif !{CONV}
+        , int GP, int gact
 #endif
         ) {
     const int TX = {BN} / {RN}, TY = {BM} / {RM}, NT = TX * TY, TK = 16;
@@ -62,6 +71,8 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
     bool arow[{AE}];
 #if {CONV}
     int aiy[{AE}], aix[{AE}];
+#else
+    int agate[{AE}];
 #endif
     #pragma unroll
     for (int e = 0; e < {AE}; ++e) {
@@ -75,6 +86,7 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
         abase[e] = (t / OH) * H;
 #else
         abase[e] = mm * K;
+        agate[e] = GP > 0 ? (mm / GP) * K : 0;
 #endif
     }
     /* The w loader: column bn of rows bk + e * (NT / BN). */
@@ -122,7 +134,10 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
             if (arow[e] && kin && iy >= 0 && iy < H && ix >= 0 && ix < W)
                 v = LD(x, ((abase[e] + iy) * W + ix) * Ci + ci);
 #else
-            if (arow[e] && kin) v = LD(x, abase[e] + kg);
+            if (arow[e] && kin) {
+                v = LD(x, abase[e] + kg);
+                if (GP > 0) v = act1(v * LD(gate, agate[e] + kg), gact);
+            }
 #endif
             As[ak][ar + e * (NT / TK)] = v;
         }

@@ -23,7 +23,8 @@ and full-size MobileNetV2, InceptionV3 and MobileNetV3-Small float32 from build/
 (made by scripts/make_conformance.py), or the .tflite files of ``--model-dir``.
 
     python benchmarks/gpu_vs_litert.py [--models face_landmark inception] [--runs 30] [--block 1]
-        [--flush-sweep N ...] [--enqueue-sweep MODE ...] [--fuse-depthwise] [--profile]
+        [--flush-sweep N ...] [--enqueue-sweep MODE ...] [--fuse-depthwise] [--fuse-gates]
+        [--profile]
         [--json | --markdown]
         [--write-json FILE]
 """
@@ -70,8 +71,9 @@ FLUSH_PREFIX = "gpu_opencl_f32_flush"  # --flush-sweep's columns: this and the i
 ENQUEUE_PREFIX = "gpu_opencl_f32_enqueue_"  # --enqueue-sweep's columns: this and the mode
 FUSED = "gpu_opencl_f32_fused"  # --fuse-depthwise's columns: every pair fused, and none
 APART = "gpu_opencl_f32_apart"
+UNGATED = "gpu_opencl_f32_ungated"  # --fuse-gates's column: no squeeze-excite MUL fused
 BASELINE = "litert_gpu"
-PROFILED = ("gpu_opencl_f32", "gpu_opencl_half", FUSED, APART)
+PROFILED = ("gpu_opencl_f32", "gpu_opencl_half", FUSED, APART, UNGATED)
 
 
 # -- models and inputs ------------------------------------------------------------------------
@@ -260,6 +262,7 @@ def gpu_opencl(
     flush_every: int | None = None,
     enqueue: str = "auto",
     fuse_depthwise: bool | None = None,
+    fuse_gates: bool = True,
 ) -> Runner:
     import offload
     from offload_gpu_opencl import GpuOpenCLDelegate
@@ -274,6 +277,7 @@ def gpu_opencl(
         "flush_every": flush_every,
         "enqueue": enqueue,
         "fuse_depthwise": fuse_depthwise,
+        "fuse_gates": fuse_gates,
     }
     if not half:
         options["serialization_dir"] = SWEEP_CACHE
@@ -372,6 +376,8 @@ def make_runner(key: str, path: Path, inputs: Sequence[np.ndarray]) -> Runner:
         return gpu_opencl(path, inputs, half=False, flush_every=int(key[len(FLUSH_PREFIX) :]))
     if key in (FUSED, APART):
         return gpu_opencl(path, inputs, half=False, fuse_depthwise=key == FUSED)
+    if key == UNGATED:
+        return gpu_opencl(path, inputs, half=False, fuse_gates=False)
     if key.startswith(ENQUEUE_PREFIX):
         return gpu_opencl(path, inputs, half=False, enqueue=key[len(ENQUEUE_PREFIX) :])
     return gpu_opencl(path, inputs, half=key == "gpu_opencl_half")
@@ -691,6 +697,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(the default column fuses the pairs its autotuner times faster)"
         ),
     )
+    parser.add_argument(
+        "--fuse-gates",
+        action="store_true",
+        help="add a gpu_opencl f32 column without the squeeze-excite gate fusion (fuse_gates)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("--markdown", action="store_true", help="print tables for RESULTS.md")
@@ -714,6 +725,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fuse_depthwise:
         COLUMNS[FUSED] = "gpu_opencl f32, every depthwise fused"
         COLUMNS[APART] = "gpu_opencl f32, no depthwise fused"
+    if args.fuse_gates:
+        COLUMNS[UNGATED] = "gpu_opencl f32, no gate fused"
     if args.from_json:
         data = json.loads(Path(args.from_json).read_text())
         info, results, args.runs = data, data["models"], data["runs"]
@@ -724,7 +737,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not models:
             parser.error("no model found (see --model-dir and --models)")
         info = machine()
-        if args.flush_sweep or args.enqueue_sweep or args.fuse_depthwise:
+        if args.flush_sweep or args.enqueue_sweep or args.fuse_depthwise or args.fuse_gates:
             global SWEEP_CACHE
             SWEEP_CACHE = tempfile.mkdtemp(prefix="gpu_vs_litert_")
         data = {**info, "runs": args.runs, "block": args.block, "column_titles": COLUMNS}

@@ -20,7 +20,8 @@
 # all), BENCH_TIMEOUT (540 s), FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space
 # separated; default none), ENQUEUE_SWEEP (gpu_opencl enqueue modes for extra f32 columns:
 # auto command_buffer pyopencl; default none), FUSE_DEPTHWISE (1: gpu_opencl f32 columns with
-# every depthwise -> 1x1 pair fused and with none), FUSION_PAIRS (1: fusion_pairs.txt, each
+# every depthwise -> 1x1 pair fused and with none), FUSE_GATES (1: a gpu_opencl f32 column
+# without the squeeze-excite gate fusion), FUSION_PAIRS (1: fusion_pairs.txt, each
 # pair's device times fused and apart), BENCH / PREFLIGHT (0: skip that step).
 set -uo pipefail
 
@@ -159,6 +160,7 @@ args=(--model-dir "$WORK/models" --runs "$RUNS" --block "${BLOCK:-1}" --profile 
 # shellcheck disable=SC2206  # ENQUEUE_SWEEP too: gpu_opencl f32 columns per enqueue mode
 [[ -n "${ENQUEUE_SWEEP:-}" ]] && args+=(--enqueue-sweep ${ENQUEUE_SWEEP})
 [[ "${FUSE_DEPTHWISE:-0}" != 0 ]] && args+=(--fuse-depthwise)
+[[ "${FUSE_GATES:-0}" != 0 ]] && args+=(--fuse-gates)
 status=0
 if [[ "${BENCH:-1}" != 0 ]]; then
     log "running gpu_vs_litert.py ${args[*]}"

@@ -332,13 +332,18 @@ def test_squeeze_excite_gate_runs_in_the_product(
     batch: int, swapped: bool, precision_loss: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """GPU family: the MUL of x by its per-image gate runs in the 1x1 product's A loader (no
-    binary launch, one launch fewer than with the product exposed), giving the unfused bits
-    in float32 storage (within half's precision with half storage) and LiteRT's results."""
-    options = {"kernel_family": "gpu", "precision_loss_allowed": precision_loss}
+    binary launch: one launch fewer than with ``fuse_gates=False`` or with the product made a
+    model output too), giving the unfused bits in float32 storage (within half's precision
+    with half storage) and LiteRT's results."""
     runs = []
-    for expose in (False, True):
+    for expose, fuse_gates in ((False, True), (False, False), (True, True)):
         monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(3))
         content = squeeze_excite(batch, swapped, expose)
+        options = {
+            "kernel_family": "gpu",
+            "precision_loss_allowed": precision_loss,
+            "fuse_gates": fuse_gates,
+        }
         interp = offload.Interpreter(
             model_content=content,
             delegates=[offload.load_delegate("gpu_opencl", options)],
@@ -351,13 +356,15 @@ def test_squeeze_excite_gate_runs_in_the_product(
             interp.set_tensor(detail["index"], value)
         interp.invoke()
         y = interp.get_tensor(interp.get_output_details()[0]["index"])
-        runs.append(([k.function_name for k, _, _ in kernel.calls], y, content, inputs))
-    (fused, y, content, inputs), (plain, unfused, _, _) = runs
-    assert not any(name.startswith("binary") for name in fused), fused
-    assert len(fused) == len(plain) - 1
-    if precision_loss:
-        assert relative_error(y, unfused) <= TOLERANCE[True]
-    else:
-        np.testing.assert_array_equal(y, unfused)
+        launched = [k.function_name for k, _, _ in kernel.calls]
+        runs.append((launched, kernel.stats()["gates_fused"], y, content, inputs))
+    (fused, count, y, content, inputs), *unfused_runs = runs
+    assert count == 1 and not any(name.startswith("binary") for name in fused), fused
+    for launched, none, unfused, _, _ in unfused_runs:
+        assert none == 0 and len(fused) == len(launched) - 1
+        if precision_loss:
+            assert relative_error(y, unfused) <= TOLERANCE[True]
+        else:
+            np.testing.assert_array_equal(y, unfused)
     (want,) = run_litert(None, inputs, content=content)
     assert relative_error(y, want) <= TOLERANCE[precision_loss]

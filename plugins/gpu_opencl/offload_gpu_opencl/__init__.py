@@ -99,6 +99,12 @@ def offload_delegate_providers() -> list[offload.DelegateProvider]:
                     help="how launches are enqueued: auto, command_buffer, direct, pyopencl",
                 ),
                 flag(
+                    flag="--gpu_fuse_gates",
+                    option="fuse_gates",
+                    type="bool",
+                    help="GPU family: run a squeeze-excite MUL inside the 1x1 conv that reads it",
+                ),
+                flag(
                     flag="--gpu_fuse_depthwise",
                     option="fuse_depthwise",
                     type="bool",

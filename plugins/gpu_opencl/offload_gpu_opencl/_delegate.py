@@ -82,6 +82,10 @@ class GpuOpenCLOptions(DelegateOptions):
     product's rule-of-thumb tile made fused pairs slower on a GPU. ``True``: every pair;
     ``False``: none. Results are the same either way; ``stats()["depthwise_fused"]`` counts
     the fused pairs.
+    ``fuse_gates``: in the GPU kernel family, compute a squeeze-excite MUL of x by a gate with
+    one value per image and channel, when only a 1x1 CONV_2D reads it, inside that product's
+    launch (x scaled as the product loads it: one launch and one tensor fewer, the same bits
+    in float32 storage). On by default; ``stats()["gates_fused"]`` counts them.
     """
 
     precision_loss_allowed: bool = False
@@ -95,6 +99,7 @@ class GpuOpenCLOptions(DelegateOptions):
     flush_every: NonNegativeInt | None = None
     enqueue: EnqueueMode = "auto"
     fuse_depthwise: bool | None = None
+    fuse_gates: bool = True
 
 
 class GpuOpenCLDelegate(Delegate):

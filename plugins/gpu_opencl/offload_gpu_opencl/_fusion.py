@@ -53,7 +53,7 @@ def plan_fusion(lw: Lowering) -> None:
       their padding.
     * GPU family: a 1x1 stride-1 CONV_2D computes its input in its A loader where only it
       reads it, when that input is a depthwise convolution's (``fuse_depthwise``) or a
-      squeeze-excite MUL of x by a per-image, per-channel gate.
+      squeeze-excite MUL of x by a per-image, per-channel gate (``fuse_gates``).
 
     Quantized tensors are never fused through (their fake-quantize step must run).
     """
@@ -209,7 +209,7 @@ def plan_fusion(lw: Lowering) -> None:
         _place_concatenated(lw, pos, sole)
     if lw.fuse_depthwise:
         _depthwise_into_pointwise(lw, sole)
-    if lw.gemm is not None:
+    if lw.fuse_gates:
         _gate_into_pointwise(lw, sole)
 
 

@@ -219,6 +219,7 @@ class Lowering:
     # GPU family: 1x1 CONV_2D -> (x, gate, activation code) of the MUL x * gate whose output
     # is its input, gate holding one value per image and channel (a squeeze-excite block):
     # computed inside the product's A loader (tgemm's gate).
+    fuse_gates: bool = False
     gated: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -170,7 +170,9 @@ class GpuKernel(DelegateKernel):
         consts_key = f"{self.key}:consts:{source_hash('')}"
         cached = cache.load_arrays(consts_key) if cache else None
         try:
-            lowering = lower(subgraph, partition, cached, gemm, self.fuse_depthwise)
+            lowering = lower(
+                subgraph, partition, cached, gemm, self.fuse_depthwise, opts.fuse_gates
+            )
         except GpuOpenCLError as exc:
             if cache is None or not cached:
                 raise
@@ -178,7 +180,13 @@ class GpuKernel(DelegateKernel):
             # constants included: constants that do not fit are dropped and made again.
             cache.discard(consts_key, "npz", f"the cached constants do not fit ({exc})")
             cached = None
-            lowering = lower(subgraph, partition, gemm=gemm, fuse_depthwise=self.fuse_depthwise)
+            lowering = lower(
+                subgraph,
+                partition,
+                gemm=gemm,
+                fuse_depthwise=self.fuse_depthwise,
+                fuse_gates=opts.fuse_gates,
+            )
         stale = cached is None or lowering.misses or set(cached) != set(lowering.consts)
         if cache is not None and stale:
             cache.store_arrays(consts_key, lowering.consts)
@@ -187,6 +195,8 @@ class GpuKernel(DelegateKernel):
         self._stats["kernels"] = gemm.summary() if gemm else {"family": "cpu"}
         if self.fuse_depthwise:
             self._stats["depthwise_fused"] = len(lowering.depthwise_into)
+        if gemm is not None:
+            self._stats["gates_fused"] = len(lowering.gated)
 
         self.program, origin = build_program(handle, self.build_options, cache, self.key)
         self._stats["program"] = origin

@@ -29,13 +29,15 @@ def lower(
     cached: Mapping[str, np.ndarray] | None = None,
     gemm: GemmChooser | None = None,
     fuse_depthwise: bool = False,
+    fuse_gates: bool = True,
 ) -> Lowering:
     """The partition's launches and constants; ``cached``: pre-transformed constants from the
     serialization cache, used instead of making them again; ``gemm``: the GPU kernel family's
     chooser (_autotune.gemm_chooser), None for the CPU family. The chooser is what tells the
     families apart here: the other kernels' work-group shapes follow it (_ir.LAUNCH_SHAPES).
     ``fuse_depthwise`` (GPU family only): a depthwise convolution that feeds a 1x1 one runs
-    inside that product's launch (_fusion)."""
+    inside that product's launch (_fusion); ``fuse_gates`` (GPU family only): so does a
+    squeeze-excite MUL by a per-image gate."""
     shapes = LAUNCH_SHAPES["cpu" if gemm is None else "gpu"]
     lw = Lowering(
         subgraph,
@@ -44,6 +46,7 @@ def lower(
         gemm=gemm,
         shapes=shapes,
         fuse_depthwise=fuse_depthwise and gemm is not None,
+        fuse_gates=fuse_gates and gemm is not None,
     )
     # Every node, fused or not: fusion and lowering read the declared shapes from here on.
     for n in partition.nodes:

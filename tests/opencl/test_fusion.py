@@ -241,6 +241,20 @@ def squeeze_excite(batch: int, swapped: bool, expose: bool = False) -> bytes:
     return b.build()
 
 
+def gate_for_every_image() -> bytes:
+    """A gate of one row for a batch of two (input [1, 1, 1, C] against x [2, H, W, C]), the
+    MUL with a fused RELU, then a 1x1 CONV_2D: the loader uses row 0 for both images."""
+    b = ModelBuilder()
+    x = b.add_input("x", (2, 5, 4, 11))
+    g = b.add_input("g", (1, 1, 1, 11))
+    m, y = b.add_tensor("m", (2, 5, 4, 11)), b.add_tensor("y", (2, 5, 4, 6))
+    b.add_operator("MUL", [x, g], [m], {"fused_activation_function": "RELU"})
+    pw, pb = b.add_constant("pw", w(6, 1, 1, 11)), b.add_constant("pb", w(6))
+    b.add_operator("CONV_2D", [m, pw, pb], [y], conv_options())
+    b.add_output(y)
+    return b.build()
+
+
 # model -> kernels of its launches, in order
 CASES: dict[str, tuple[Callable[[], bytes], list[str]]] = {
     "conv_add_prelu": (conv_add_prelu, ["matmul_6x2"]),
@@ -368,3 +382,29 @@ def test_squeeze_excite_gate_runs_in_the_product(
             np.testing.assert_array_equal(y, unfused)
     (want,) = run_litert(None, inputs, content=content)
     assert relative_error(y, want) <= TOLERANCE[precision_loss]
+
+
+@pytest.mark.litert
+def test_one_gate_row_serves_every_image() -> None:
+    """A gate shared by the batch, with the MUL's RELU: fused (no binary launch), the unfused
+    bits, and LiteRT's results."""
+    content = gate_for_every_image()
+    outputs = []
+    for fuse_gates in (True, False):
+        options = {"kernel_family": "gpu", "fuse_gates": fuse_gates}
+        interp = offload.Interpreter(
+            model_content=content,
+            delegates=[offload.load_delegate("gpu_opencl", options)],
+            allow_cpu_fallback=False,
+        )
+        interp.allocate_tensors()
+        (kernel,) = interp.delegate_kernels().values()
+        inputs = random_inputs(interp.get_input_details(), seed=9)
+        for detail, value in zip(interp.get_input_details(), inputs):
+            interp.set_tensor(detail["index"], value)
+        interp.invoke()
+        outputs.append(interp.get_tensor(interp.get_output_details()[0]["index"]))
+        assert kernel.stats()["gates_fused"] == int(fuse_gates)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    (want,) = run_litert(None, inputs, content=content)
+    assert relative_error(outputs[0], want) <= TOLERANCE[False]

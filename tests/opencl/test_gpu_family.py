@@ -22,6 +22,7 @@ from offload.model import ModelBuilder
 from offload_gpu_opencl import _device, _kernel
 from offload_gpu_opencl._autotune import forget_tuning, tuning_key
 from offload_gpu_opencl._device import open_device
+from offload_gpu_opencl._source import program_source
 from offload_gpu_opencl._tiling import (
     RULE_TILES,
     TILE_LIST,
@@ -599,6 +600,18 @@ def test_fuse_depthwise_leaves_the_cpu_family_alone() -> None:
     assert not any(k.startswith("tdw") for k in stats["launched"])
     for a, b in zip(fused, plain):
         np.testing.assert_array_equal(a, b)
+
+
+def test_fused_products_are_timed_only_on_their_compiled_tiles() -> None:
+    """A "dw" product's candidates are the tiles whose tdw_* kernels the program has (a
+    choice without its kernel would fail at clCreateKernel), the plain products' all."""
+    geometry = (128, 128, 24, 128, 128, 3, 3, 1, 1, 1, 1, 1, 1)
+    fused = {c.tile.name for c in candidates(GemmProblem("dw", 16384, 24, 24, geometry), 132)}
+    plain = {c.tile.name for c in candidates(GemmProblem("gemm", 16384, 24, 24), 132)}
+    source = program_source()
+    compiled = {name for name in plain if f"void tdw_{name}(" in source}
+    assert fused == compiled and len(fused) < len(plain)
+    assert all(f"void tgemm_{name}(" in source for name in plain)
 
 
 @pytest.mark.usefixtures("no_program_binaries")

@@ -28,7 +28,7 @@ from offload_gpu_opencl._errors import ShapeCheckError
 from offload_gpu_opencl._ir import BLOCKS, INT_MAX, SLACK, Lowering, Ref
 from offload_gpu_opencl._reach import register_reach
 from offload_gpu_opencl._shapes import need
-from offload_gpu_opencl._source import TILES, blocking
+from offload_gpu_opencl._source import DW_TILES, TILES, blocking
 
 __all__ = [
     "FAMILIES",
@@ -83,6 +83,7 @@ class Tile:
 
 
 TILE_LIST = tuple(Tile(*t) for t in TILES)
+DW_TILE_LIST = tuple(Tile(*t) for t in DW_TILES)  # a "dw" product's (tdw_* instances)
 _TILES = {t.name: t for t in TILE_LIST}
 # The rule of thumb's tiles, tallest first. Timed on an H100 (benchmarks/RESULTS.md), these two
 # won 192 of the 202 products of the face models, MobileNetV2 and InceptionV3: at batch 1 the
@@ -152,11 +153,11 @@ def _groups(problem: GemmProblem, tile: Tile) -> int:
 
 
 def candidates(problem: GemmProblem, units: int) -> list[GemmChoice]:
-    """The handful the autotuner times: every tile unsplit, and each tile split while the
-    groups stay within a few waves of ``units`` compute units and a slice keeps
-    MIN_SLICE_STEPS steps of K."""
+    """The handful the autotuner times: every tile unsplit (a "dw" product's: DW_TILE_LIST),
+    and each tile split while the groups stay within a few waves of ``units`` compute units
+    and a slice keeps MIN_SLICE_STEPS steps of K."""
     found = []
-    for tile in TILE_LIST:
+    for tile in DW_TILE_LIST if problem.kind == "dw" else TILE_LIST:
         groups = _groups(problem, tile)
         for split in SPLITS:
             if split > 1 and (

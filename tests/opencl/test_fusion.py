@@ -339,6 +339,25 @@ def test_fused_activations_change_no_bit(
                 np.testing.assert_array_equal(a, b)
 
 
+def run_gated(content: bytes, seed: int, **options) -> tuple[list[str], int, np.ndarray, list]:
+    """One invoke in the GPU kernel family: the kernels launched, the gates fused, the first
+    output and the inputs."""
+    interp = offload.Interpreter(
+        model_content=content,
+        delegates=[offload.load_delegate("gpu_opencl", {"kernel_family": "gpu", **options})],
+        allow_cpu_fallback=False,
+    )
+    interp.allocate_tensors()
+    (kernel,) = interp.delegate_kernels().values()
+    inputs = random_inputs(interp.get_input_details(), seed=seed)
+    for detail, value in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(detail["index"], value)
+    interp.invoke()
+    y = interp.get_tensor(interp.get_output_details()[0]["index"])
+    launched = [k.function_name for k, _, _ in kernel.calls]
+    return launched, kernel.stats()["gates_fused"], y, inputs
+
+
 @pytest.mark.litert
 @pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
 @pytest.mark.parametrize(("batch", "swapped"), [(1, False), (2, True)])
@@ -353,26 +372,9 @@ def test_squeeze_excite_gate_runs_in_the_product(
     for expose, fuse_gates in ((False, True), (False, False), (True, True)):
         monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(3))
         content = squeeze_excite(batch, swapped, expose)
-        options = {
-            "kernel_family": "gpu",
-            "precision_loss_allowed": precision_loss,
-            "fuse_gates": fuse_gates,
-        }
-        interp = offload.Interpreter(
-            model_content=content,
-            delegates=[offload.load_delegate("gpu_opencl", options)],
-            allow_cpu_fallback=False,
-        )
-        interp.allocate_tensors()
-        (kernel,) = interp.delegate_kernels().values()
-        inputs = random_inputs(interp.get_input_details(), seed=7)
-        for detail, value in zip(interp.get_input_details(), inputs):
-            interp.set_tensor(detail["index"], value)
-        interp.invoke()
-        y = interp.get_tensor(interp.get_output_details()[0]["index"])
-        launched = [k.function_name for k, _, _ in kernel.calls]
-        runs.append((launched, kernel.stats()["gates_fused"], y, content, inputs))
-    (fused, count, y, content, inputs), *unfused_runs = runs
+        run = run_gated(content, 7, precision_loss_allowed=precision_loss, fuse_gates=fuse_gates)
+        runs.append((*run, content))
+    (fused, count, y, inputs, content), *unfused_runs = runs
     assert count == 1 and not any(name.startswith("binary") for name in fused), fused
     for launched, none, unfused, _, _ in unfused_runs:
         assert none == 0 and len(fused) == len(launched) - 1
@@ -389,22 +391,9 @@ def test_one_gate_row_serves_every_image() -> None:
     """A gate shared by the batch, with the MUL's RELU: fused (no binary launch), the unfused
     bits, and LiteRT's results."""
     content = gate_for_every_image()
-    outputs = []
-    for fuse_gates in (True, False):
-        options = {"kernel_family": "gpu", "fuse_gates": fuse_gates}
-        interp = offload.Interpreter(
-            model_content=content,
-            delegates=[offload.load_delegate("gpu_opencl", options)],
-            allow_cpu_fallback=False,
-        )
-        interp.allocate_tensors()
-        (kernel,) = interp.delegate_kernels().values()
-        inputs = random_inputs(interp.get_input_details(), seed=9)
-        for detail, value in zip(interp.get_input_details(), inputs):
-            interp.set_tensor(detail["index"], value)
-        interp.invoke()
-        outputs.append(interp.get_tensor(interp.get_output_details()[0]["index"]))
-        assert kernel.stats()["gates_fused"] == int(fuse_gates)
-    np.testing.assert_array_equal(outputs[0], outputs[1])
+    fused, count, y, inputs = run_gated(content, 9)
+    plain, none, unfused, _ = run_gated(content, 9, fuse_gates=False)
+    assert (count, none) == (1, 0) and len(fused) == len(plain) - 1
+    np.testing.assert_array_equal(y, unfused)
     (want,) = run_litert(None, inputs, content=content)
-    assert relative_error(outputs[0], want) <= TOLERANCE[False]
+    assert relative_error(y, want) <= TOLERANCE[False]

@@ -20,8 +20,8 @@
 # all), BENCH_TIMEOUT (540 s), FLUSH_SWEEP (flush intervals for extra gpu_opencl columns, space
 # separated; default none), ENQUEUE_SWEEP (gpu_opencl enqueue modes for extra f32 columns:
 # auto command_buffer pyopencl; default none), FUSE_DEPTHWISE (1: gpu_opencl f32 columns with
-# every depthwise -> 1x1 pair fused and with none), FUSE_GATES (1: a gpu_opencl f32 column
-# without the squeeze-excite gate fusion), FUSION_PAIRS (1: fusion_pairs.txt, each
+# every depthwise -> 1x1 pair fused and with none), FUSE_GATES (1: gpu_opencl f32 columns
+# without the squeeze-excite fusions, and with each gate in three launches), FUSION_PAIRS (1: fusion_pairs.txt, each
 # pair's device times fused and apart), BENCH / PREFLIGHT (0: skip that step).
 set -uo pipefail
 

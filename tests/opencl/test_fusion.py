@@ -217,8 +217,9 @@ def hard_sigmoid_gate(sixth: float, expose: bool = False) -> Callable[[], bytes]
 def squeeze_excite(batch: int, swapped: bool, expose: bool = False) -> bytes:
     """MobileNetV3's squeeze-excite block: x pooled (MEAN), two 1x1 CONV_2Ds and a hard
     sigmoid make a gate per image and channel, MUL(x, gate) (``swapped``: MUL(gate, x)), and
-    a 1x1 CONV_2D reads the product. In the GPU family the MUL runs in that product's A
-    loader, not when ``expose`` makes the product a model output too."""
+    a 1x1 CONV_2D reads the product. In the GPU family the gate is one se_gate launch and the
+    MUL runs in the product's A loader, not when ``expose`` makes the product a model output
+    too."""
     b = ModelBuilder()
     x = b.add_input("x", (batch, 7, 6, 37))
     t = {n: b.add_tensor(n, s) for n, s in (("s", (batch, 1, 1, 37)), ("r", (batch, 1, 1, 8)),
@@ -339,9 +340,11 @@ def test_fused_activations_change_no_bit(
                 np.testing.assert_array_equal(a, b)
 
 
-def run_gated(content: bytes, seed: int, **options) -> tuple[list[str], int, np.ndarray, list]:
-    """One invoke in the GPU kernel family: the kernels launched, the gates fused, the first
-    output and the inputs."""
+def run_gated(
+    content: bytes, seed: int, **options
+) -> tuple[list[str], dict[str, int], np.ndarray, list]:
+    """One invoke in the GPU kernel family: the kernels launched, the kernel's stats, the
+    first output and the inputs."""
     interp = offload.Interpreter(
         model_content=content,
         delegates=[offload.load_delegate("gpu_opencl", {"kernel_family": "gpu", **options})],
@@ -355,7 +358,7 @@ def run_gated(content: bytes, seed: int, **options) -> tuple[list[str], int, np.
     interp.invoke()
     y = interp.get_tensor(interp.get_output_details()[0]["index"])
     launched = [k.function_name for k, _, _ in kernel.calls]
-    return launched, kernel.stats()["gates_fused"], y, inputs
+    return launched, kernel.stats(), y, inputs
 
 
 @pytest.mark.litert
@@ -364,20 +367,23 @@ def run_gated(content: bytes, seed: int, **options) -> tuple[list[str], int, np.
 def test_squeeze_excite_gate_runs_in_the_product(
     batch: int, swapped: bool, precision_loss: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """GPU family: the MUL of x by its per-image gate runs in the 1x1 product's A loader (no
-    binary launch: one launch fewer than with ``fuse_gates=False`` or with the product made a
-    model output too), giving the unfused bits in float32 storage (within half's precision
-    with half storage) and LiteRT's results."""
+    """GPU family: the gate (MEAN and two 1x1 products) is one se_gate launch, and the MUL of
+    x by it runs in the 1x1 product's A loader: two launches where ``fuse_gates=False`` makes
+    five, and three where the product is a model output too (the MUL then runs alone). The
+    results are the unfused bits in float32 storage (within half's precision with half
+    storage) and LiteRT's."""
     runs = []
     for expose, fuse_gates in ((False, True), (False, False), (True, True)):
         monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(3))
         content = squeeze_excite(batch, swapped, expose)
         run = run_gated(content, 7, precision_loss_allowed=precision_loss, fuse_gates=fuse_gates)
         runs.append((*run, content))
-    (fused, count, y, inputs, content), *unfused_runs = runs
-    assert count == 1 and not any(name.startswith("binary") for name in fused), fused
-    for launched, none, unfused, _, _ in unfused_runs:
-        assert none == 0 and len(fused) == len(launched) - 1
+    (fused, stats, y, inputs, content), *unfused_runs = runs
+    assert (stats["gates_fused"], stats["squeezes_fused"]) == (1, 1)
+    assert fused[0] == "se_gate" and fused[1].startswith("tgemm_") and len(fused) == 2, fused
+    for (launched, counts, unfused, _, _), squeezes, launches in zip(unfused_runs, (0, 1), (5, 3)):
+        assert (counts["gates_fused"], counts["squeezes_fused"]) == (0, squeezes)
+        assert len(launched) == launches, launched
         if precision_loss:
             assert relative_error(y, unfused) <= TOLERANCE[True]
         else:
@@ -391,9 +397,41 @@ def test_one_gate_row_serves_every_image() -> None:
     """A gate shared by the batch, with the MUL's RELU: fused (no binary launch), the unfused
     bits, and LiteRT's results."""
     content = gate_for_every_image()
-    fused, count, y, inputs = run_gated(content, 9)
-    plain, none, unfused, _ = run_gated(content, 9, fuse_gates=False)
-    assert (count, none) == (1, 0) and len(fused) == len(plain) - 1
+    fused, stats, y, inputs = run_gated(content, 9)
+    plain, unfused_stats, unfused, _ = run_gated(content, 9, fuse_gates=False)
+    assert (stats["gates_fused"], unfused_stats["gates_fused"]) == (1, 0)
+    assert len(fused) == len(plain) - 1
     np.testing.assert_array_equal(y, unfused)
+    (want,) = run_litert(None, inputs, content=content)
+    assert relative_error(y, want) <= TOLERANCE[False]
+
+
+def squeeze_gate(width: int) -> bytes:
+    """A squeeze-excite gate alone: x [1, 3, 3, 512] pooled, squeezed to ``width`` channels
+    (RELU) and expanded back; the gate is the model's output."""
+    b = ModelBuilder()
+    x = b.add_input("x", (1, 3, 3, 512))
+    s, r = b.add_tensor("s", (1, 1, 1, 512)), b.add_tensor("r", (1, 1, 1, width))
+    g = b.add_tensor("g", (1, 1, 1, 512))
+    b.add_operator(
+        "MEAN", [x, b.add_constant("axes", np.array([1, 2], np.int32))], [s], {"keep_dims": True}
+    )
+    for src, dst, ci, co, act in ((s, r, 512, width, "RELU"), (r, g, width, 512, "NONE")):
+        cw, cb = b.add_constant(f"w{dst}", w(co, 1, 1, ci)), b.add_constant(f"b{dst}", w(co))
+        b.add_operator("CONV_2D", [src, cw, cb], [dst], conv_options(act=act))
+    b.add_output(g)
+    return b.build()
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize(("width", "fused"), [(256, True), (257, False)])
+def test_a_gate_is_one_launch_only_within_one_groups_work(width: int, fused: bool) -> None:
+    """Squeezing 512 channels to 256 and back is SQUEEZE_MACS multiply-adds per image: one
+    se_gate launch. One channel more leaves the MEAN and the two products their own launches
+    (a classifier head is such a chain, and work for many groups). LiteRT's results either way."""
+    content = squeeze_gate(width)
+    launched, stats, y, inputs = run_gated(content, 4)
+    assert stats["squeezes_fused"] == int(fused)
+    assert len(launched) == (1 if fused else 3) and (launched[0] == "se_gate") == fused, launched
     (want,) = run_litert(None, inputs, content=content)
     assert relative_error(y, want) <= TOLERANCE[False]

@@ -38,6 +38,8 @@ RNG = np.random.default_rng(12)
 F = np.float32
 ROOT = Path(__file__).resolve().parents[2]
 MOBILENET = ROOT / "build" / "conformance" / "mobilenet_v2_224_float32.tflite"
+# Squeeze-excite gates (se_gate) and their MULs inside the products that read them.
+MOBILENET_V3 = ROOT / "build" / "conformance" / "mobilenet_v3_small_224_float32.tflite"
 H100_UNITS = 132  # compute units of the card the GPU family was shaped for
 
 
@@ -308,7 +310,9 @@ def test_mean_hw_matches_litert(
 
 # -- whole models -------------------------------------------------------------------------------
 
-MODELS = {name: path for name, path in face_models().items()} | {MOBILENET.name: MOBILENET}
+MODELS = {name: path for name, path in face_models().items()} | {
+    path.name: path for path in (MOBILENET, MOBILENET_V3)
+}
 
 
 @pytest.mark.litert

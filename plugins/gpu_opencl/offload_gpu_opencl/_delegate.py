@@ -85,7 +85,10 @@ class GpuOpenCLOptions(DelegateOptions):
     ``fuse_gates``: in the GPU kernel family, compute a squeeze-excite MUL of x by a gate with
     one value per image and channel, when only a 1x1 CONV_2D reads it, inside that product's
     launch (x scaled as the product loads it: one launch and one tensor fewer, the same bits
-    in float32 storage). On by default; ``stats()["gates_fused"]`` counts them.
+    in float32 storage). On by default; ``stats()["gates_fused"]`` counts them. It also runs
+    the gate itself, a MEAN over H and W and the two 1x1 CONV_2Ds after it, as one launch
+    (se_gate, one work-group per image) where they do at most 2^18 multiply-adds per image;
+    ``stats()["squeezes_fused"]`` counts those.
     """
 
     precision_loss_allowed: bool = False

@@ -53,7 +53,8 @@ def plan_fusion(lw: Lowering) -> None:
       their padding.
     * GPU family: a 1x1 stride-1 CONV_2D computes its input in its A loader where only it
       reads it, when that input is a depthwise convolution's (``fuse_depthwise``) or a
-      squeeze-excite MUL of x by a per-image, per-channel gate (``fuse_gates``).
+      squeeze-excite MUL of x by a per-image, per-channel gate (``fuse_gates``); and the
+      gate itself, a MEAN and two 1x1 CONV_2Ds, is one launch (``fuse_gates``).
 
     Quantized tensors are never fused through (their fake-quantize step must run).
     """
@@ -211,6 +212,7 @@ def plan_fusion(lw: Lowering) -> None:
         _depthwise_into_pointwise(lw, sole)
     if lw.fuse_gates:
         _gate_into_pointwise(lw, sole)
+        _squeeze_excite_gates(lw, sole)
 
 
 def _depthwise_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) -> None:
@@ -248,7 +250,8 @@ def _pointwise_reader(lw: Lowering, t: int, reader: Node | None) -> bool:
         return False
     if t in reader.inputs[1:] or t in lw.placed:
         return False
-    if reader.index in lw.skip or reader.index in lw.depthwise_into or reader.index in lw.gated:
+    planned = (lw.skip, lw.depthwise_into, lw.gated, lw.squeezes)
+    if any(reader.index in nodes for nodes in planned):
         return False
     _, kh, kw, _ = lw.tensor(reader.inputs[1]).shape
     strides = (reader.options.get("stride_h", 1), reader.options.get("stride_w", 1))
@@ -291,6 +294,56 @@ def _gate_into_pointwise(lw: Lowering, sole: Callable[[int], Node | None]) -> No
         assert reader is not None
         lw.gated[reader.index] = (x, g, kernel_act(node, sg))
         lw.skip.add(n)
+
+
+# Multiply-adds per image of the two products an se_gate launch computes in one work-group.
+# MobileNetV3-Small's largest squeeze-excite gate has 2 x 576 x 144 (166K); its classifier
+# head after the last MEAN (576 x 1024 + 1024 x 1000, 1.6M) is work for many groups.
+SQUEEZE_MACS = 1 << 18
+
+
+def _squeeze_excite_gates(lw: Lowering, sole: Callable[[int], Node | None]) -> None:
+    """GPU family: a MEAN over H and W (output [N, 1, 1, C]) that only a 1x1 stride-1 CONV_2D
+    reads, whose output (after its fused chain) only another such CONV_2D reads, runs with
+    both as one se_gate launch: a squeeze-excite gate's three dependent launches, on vectors
+    of a few hundred values, become one. Neither product may have a fused residual ADD or
+    write into a concatenation, and together they do at most SQUEEZE_MACS multiply-adds per
+    image."""
+    sg = lw.subgraph
+    for n in lw.partition.nodes:
+        node = sg.nodes[n]
+        if node.op != "MEAN" or n in lw.skip:
+            continue
+        shape = tuple(lw.tensor(node.inputs[0]).shape)
+        pooled = node.outputs[0]
+        if len(shape) != 4 or tuple(lw.tensor(pooled).shape) != (shape[0], 1, 1, shape[3]):
+            continue
+        first = sole(pooled)  # None where ``pooled`` is quantized or read by anything else
+        if not _pointwise_reader(lw, pooled, first):
+            continue
+        assert first is not None
+        hidden = _product_out(lw, first)
+        second = sole(hidden) if hidden is not None else None
+        if hidden is None or not _pointwise_reader(lw, hidden, second):
+            continue
+        assert second is not None
+        if _product_out(lw, second) is None:
+            continue
+        width = int(lw.tensor(first.inputs[1]).shape[0])
+        if shape[3] * width + width * int(lw.tensor(second.inputs[1]).shape[0]) > SQUEEZE_MACS:
+            continue
+        lw.squeezes[second.index] = (n, first.index)
+        lw.skip.update((n, first.index))
+
+
+def _product_out(lw: Lowering, conv: Node) -> int | None:
+    """The tensor a convolution's launch writes (its fused chain's output), or None when
+    that launch adds a residual or writes into a concatenation."""
+    ep = lw.epilogues.get(conv.index)
+    if ep is not None and ep.residual >= 0:
+        return None
+    out = ep.out if ep is not None else conv.outputs[0]
+    return None if out in lw.placed else out
 
 
 def _activation_after(lw: Lowering, code: int, node: Node, t: int) -> int | None:

@@ -221,6 +221,9 @@ class Lowering:
     # computed inside the product's A loader (tgemm's gate).
     fuse_gates: bool = False
     gated: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # GPU family with fuse_gates: the second 1x1 CONV_2D of a squeeze-excite gate -> (the
+    # MEAN, the first 1x1 CONV_2D) before it: the three run as one se_gate launch.
+    squeezes: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.producers = self.subgraph.producers()

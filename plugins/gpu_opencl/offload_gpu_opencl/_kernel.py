@@ -197,6 +197,7 @@ class GpuKernel(DelegateKernel):
             self._stats["depthwise_fused"] = len(lowering.depthwise_into)
         if gemm is not None:
             self._stats["gates_fused"] = len(lowering.gated)
+            self._stats["squeezes_fused"] = len(lowering.squeezes)
 
         self.program, origin = build_program(handle, self.build_options, cache, self.key)
         self._stats["program"] = origin

@@ -6,7 +6,7 @@ feed a tiled GEMM (1x1 stride 1) or an implicit-GEMM convolution (every other wi
 from __future__ import annotations
 
 from offload import Node, Subgraph
-from offload_gpu_opencl._ir import BLOCKS, Lowering, pad_last
+from offload_gpu_opencl._ir import BLOCKS, Lowering, Ref, kernel_act, pad_last
 from offload_gpu_opencl._ops._spec import (
     FUSED_ACTIVATIONS,
     OpSpec,
@@ -14,6 +14,7 @@ from offload_gpu_opencl._ops._spec import (
     constant_weights_reason,
 )
 from offload_gpu_opencl._ops.depthwise import depthwise
+from offload_gpu_opencl._reach import register_reach
 from offload_gpu_opencl._shapes import need, rule_reason, window, window_limits
 from offload_gpu_opencl._source import blocking
 from offload_gpu_opencl._tiling import GemmProblem, launch_gemm, launch_matmul
@@ -34,6 +35,9 @@ def check(node: Node, subgraph: Subgraph) -> str | None:
 
 
 def lower(lw: Lowering, node: Node) -> None:
+    if node.index in lw.squeezes:
+        squeeze_excite_gate(lw, node)
+        return
     w, b = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else -1
     x, (n, h, wd, ci), top, left, hp, wp = lw.conv_input(node.inputs[0])
     co, kh, kw, _ = lw.tensor(w).shape
@@ -43,7 +47,7 @@ def lower(lw: Lowering, node: Node) -> None:
     p = n * oh * ow
     pointwise = kh == kw == 1 and sh == sw == 1 and pt == pl == 0 and (oh, ow) == (h, wd)
     if pointwise:
-        wt = lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, ci).T), param=True)
+        wt = pointwise_weights(lw, node)
         if node.index in lw.depthwise_into:
             # The depthwise convolution whose output this reads runs in the product's A
             # loader (tdw_*, see _fusion), from its own input and constants.
@@ -103,6 +107,64 @@ def lower(lw: Lowering, node: Node) -> None:
         )
     if node.index not in lw.epilogues:
         lw.finish(node)
+
+
+def pointwise_weights(lw: Lowering, node: Node) -> Ref:
+    """A 1x1 CONV_2D's weights [Co][1][1][Ci] as the products read them: [Ci][Co8]."""
+    w = node.inputs[1]
+    co, _, _, ci = lw.tensor(w).shape
+    return lw.const(f"w{node.index}", lambda: pad_last(lw.value(w).reshape(co, ci).T), param=True)
+
+
+# cl/se_gate.cl's reqd_work_group_size: one group per image.
+SE_GROUP = (256, 1)
+
+
+def squeeze_excite_gate(lw: Lowering, second: Node) -> None:
+    """The MEAN and the 1x1 CONV_2D planned into ``second``'s launch (_fusion), run with it
+    as one se_gate launch: the pooled vector, the first product's output and the gate are
+    each stored to their own tensor, as their own launches would."""
+    sg = lw.subgraph
+    pool, first = (sg.nodes[i] for i in lw.squeezes[second.index])
+    n, h, wd, c = lw.tensor(pool.inputs[0]).shape
+    stages: list[object] = []
+    flags: list[int] = []
+    outputs: list[object] = []
+    for conv in (first, second):
+        co = lw.tensor(conv.inputs[1]).shape[0]
+        weights = pointwise_weights(lw, conv)
+        bias = bias_row(lw, conv, conv.inputs[2] if len(conv.inputs) > 2 else -1, co)
+        (res, alpha, y), conv_flags = lw.epilogue(conv)
+        stages += [weights, bias, res, alpha]
+        flags.append(co)
+        flags += conv_flags
+        outputs.append(y)
+    lw.launch(
+        second, "se_gate", (SE_GROUP[0], n), lw.ref(pool.inputs[0]), *stages, lw.out(pool),
+        *outputs, h * wd, c, kernel_act(pool, sg), *flags, local=SE_GROUP,
+    )  # fmt: skip
+
+
+def _reach_se_gate(a: list, g: tuple[int, ...]) -> list[tuple[int, int]]:
+    hw, c, _, s, _, rc1, _, prelu1, c2, _, rc2, _, prelu2 = a
+    n = g[1]
+    images = (0, (n * hw - 1) * c + -(-c // 8) * 8) if n * hw > 0 else (0, 0)
+
+    def product(k: int, co: int, rc: int, prelu: int) -> list[tuple[int, int]]:
+        co8 = -(-co // 8) * 8
+        return [(0, k * co8), (0, co8), (0, n * rc), (0, co * bool(prelu))]
+
+    return [
+        images,
+        *product(c, s, rc1, prelu1),
+        *product(s, c2, rc2, prelu2),
+        (0, n * c),
+        (0, n * s),
+        (0, n * c2),
+    ]
+
+
+register_reach("se_gate", _reach_se_gate, written=3)
 
 
 SPECS = (

@@ -100,9 +100,10 @@ def pad_then_valid_convs() -> bytes:
     return b.build()
 
 
-def channel_padded_residual() -> bytes:
+def channel_padded_residual(expose: bool = False, pool: dict | None = None) -> bytes:
     """MAX_POOL -> PAD (12 -> 20 channels) added to a stride-2 conv's output, then RELU6: the
-    PAD and ADD and RELU6 run in the conv's launch (residual channels past 12 read as zero)."""
+    PAD and ADD and RELU6 run in the conv's launch (residual channels past 12 read as zero).
+    ``expose``: the pool's output is a model output too; ``pool``: its options."""
     b = ModelBuilder()
     x = b.add_input("x", (1, 8, 8, 12))
     m = b.add_tensor("m", (1, 4, 4, 12))
@@ -112,12 +113,14 @@ def channel_padded_residual() -> bytes:
     y = b.add_tensor("y", (1, 4, 4, 20))
     pads = b.add_constant("pads", np.array([[0, 0], [0, 0], [0, 0], [0, 8]], np.int32))
     wt, bias = b.add_constant("w", w(20, 3, 3, 12)), b.add_constant("b", w(20))
-    b.add_operator("MAX_POOL_2D", [x], [m], POOL_2X2)
+    b.add_operator("MAX_POOL_2D", [x], [m], pool or POOL_2X2)
     b.add_operator("CONV_2D", [x, wt, bias], [c], conv_options(2))
     b.add_operator("PAD", [m, pads], [pm])
     b.add_operator("ADD", [pm, c], [s], {"fused_activation_function": "NONE"})
     b.add_operator("RELU6", [s], [y])
     b.add_output(y)
+    if expose:
+        b.add_output(m)
     return b.build()
 
 
@@ -150,9 +153,10 @@ def fully_connected_prelu() -> bytes:
     return b.build()
 
 
-def pool_branch_after_the_conv() -> bytes:
+def pool_branch_after_the_conv(expose: bool = False) -> bytes:
     """A stride-2 CONV_2D, then (in node order) a MAX_POOL of the same input, ADD and PRELU
-    (the landmark models' blocks): the pool is lowered before the conv, whose launch adds it."""
+    (the landmark models' blocks): the pool is lowered before the conv, whose launch adds it
+    (``expose``: the pool's output is a model output too)."""
     b = ModelBuilder()
     x = b.add_input("x", (1, 8, 10, 16))
     c = b.add_tensor("c", (1, 4, 5, 16))
@@ -166,6 +170,8 @@ def pool_branch_after_the_conv() -> bytes:
     b.add_operator("ADD", [c, m], [s], {"fused_activation_function": "NONE"})
     b.add_operator("PRELU", [s, alpha], [y])
     b.add_output(y)
+    if expose:
+        b.add_output(m)
     return b.build()
 
 
@@ -435,3 +441,39 @@ def test_a_gate_is_one_launch_only_within_one_groups_work(width: int, fused: boo
     assert len(launched) == (1 if fused else 3) and (launched[0] == "se_gate") == fused, launched
     (want,) = run_litert(None, inputs, content=content)
     assert relative_error(y, want) <= TOLERANCE[False]
+
+
+POOL_3X3 = {**POOL_2X2, "padding": "SAME", "filter_height": 3, "filter_width": 3}
+
+
+@pytest.mark.litert
+@pytest.mark.parametrize("precision_loss", [False, True], ids=["float32", "half"])
+@pytest.mark.parametrize("build", [channel_padded_residual, pool_branch_after_the_conv])
+def test_max_pool_residual_is_read_by_the_product(
+    build: Callable[..., bytes], precision_loss: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GPU family: a MAX_POOL_2D residual whose 2x2 windows tile its input is taken from the
+    pool's input by the tiled convolution (one launch, no pool), through a channel PAD too,
+    giving the bits of the pool's own launch (the same model with the pool's output made a
+    model output) in float32 storage, and LiteRT's results."""
+    outputs = []
+    for expose in (False, True):
+        monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(8))
+        content = build(expose=expose)
+        launched, _, y, inputs = run_gated(content, 6, precision_loss_allowed=precision_loss)
+        outputs.append((launched, y, content))
+    (fused, y, content), (apart, unfused, _) = outputs
+    assert len(fused) == 1 and fused[0].startswith("tconv_"), fused
+    assert apart == ["pool", *fused], apart
+    if precision_loss:
+        assert relative_error(y, unfused) <= TOLERANCE[True]
+    else:
+        np.testing.assert_array_equal(y, unfused)
+    (want,) = run_litert(None, inputs, content=content)
+    assert relative_error(y, want) <= TOLERANCE[precision_loss]
+
+
+def test_overlapping_pool_windows_keep_their_launch() -> None:
+    """A 3x3 stride-2 MAX_POOL_2D residual (windows overlap, SAME padding) keeps its launch."""
+    launched, _, _, _ = run_gated(channel_padded_residual(pool=POOL_3X3), 6)
+    assert launched[0] == "pool" and len(launched) == 2, launched

@@ -48,7 +48,10 @@ def plan_fusion(lw: Lowering) -> None:
       absorbed too), a RELU-type op after the ADD, a PRELU with constant per-channel slopes.
       Each absorbed link's input must have no other reader and stay inside the partition, and
       the residual must be computed before the convolution's launch, or be a pooling or resize
-      whose inputs are, which is then lowered just before the convolution (``hoisted``).
+      whose inputs are, which is then lowered just before the convolution (``hoisted``). In
+      the GPU family a CONV_2D's residual that is a MAX_POOL_2D with windows tiling its input
+      is taken from the pool's input by the tiled kernel itself (``Epilogue.pool``): the
+      pool has no launch.
     * A zero PAD of H and W whose readers are all convolutions (as their input) is folded into
       their padding.
     * GPU family: a 1x1 stride-1 CONV_2D computes its input in its A loader where only it
@@ -84,28 +87,58 @@ def plan_fusion(lw: Lowering) -> None:
         p = np.asarray(lw.tensor(node.inputs[1]).constant_value(), np.int64).reshape(-1, 2)
         return p if len(p) == len(lw.tensor(node.inputs[0]).shape) and (p >= 0).all() else None
 
+    def pooled(t: int, reader: Node, conv: int) -> Node | None:
+        """GPU family: the MAX_POOL_2D that makes ``t`` for ``reader`` alone, with windows
+        that tile its input exactly (window = stride, no padding), from an input there
+        before ``conv``, a CONV_2D, whose tiled kernel can take each window's maximum."""
+        producer = lw.producers.get(t)
+        if lw.gemm is None or sg.nodes[conv].op != "CONV_2D" or producer not in pos:
+            return None
+        pool = sg.nodes[producer]
+        if pool.op != "MAX_POOL_2D" or producer in lw.skip or sole(t) is not reader:
+            return None
+        if producer in lw.hoisted.values():
+            return None
+        o = pool.options
+        size = o.filter_height
+        if not size >= 1 or not o.filter_width == o.stride_h == o.stride_w == size:
+            return None
+        _, ih, iw, _ = lw.tensor(pool.inputs[0]).shape
+        _, oh, ow, _ = lw.tensor(t).shape
+        if (ih, iw) != (oh * size, ow * size) or not ready(pool.inputs[0], pos[conv]):
+            return None
+        return pool
+
     def residual(
         other: int, add: Node, shape: tuple[int, ...], conv: int
-    ) -> tuple[int, int] | None:
+    ) -> tuple[int, int, int] | None:
         at = pos[conv]
         producer = lw.producers.get(other)
         if producer in pos and sg.nodes[producer].op == "PAD" and sole(other) is add:
             pad = sg.nodes[producer]
             p, src = pads(pad), pad.inputs[0]
             src_shape = lw.tensor(src).shape
+            pool = pooled(src, pad, conv)
             if (
                 p is not None
                 and not p[:-1].any()
                 and p[-1][0] == 0
                 and tuple(src_shape[:-1]) == tuple(shape[:-1])
-                and ready(src, at)
+                and (pool is not None or ready(src, at))
             ):
                 lw.skip.add(pad.index)
-                return src, int(src_shape[-1])
+                if pool is not None:
+                    lw.skip.add(pool.index)
+                    return pool.inputs[0], int(src_shape[-1]), pool.index
+                return src, int(src_shape[-1]), -1
         if tuple(lw.tensor(other).shape) != tuple(shape):
             return None
+        pool = pooled(other, add, conv)
+        if pool is not None:
+            lw.skip.add(pool.index)
+            return pool.inputs[0], int(shape[-1]), pool.index
         if ready(other, at):
-            return other, int(shape[-1])
+            return other, int(shape[-1]), -1
         # A residual made later by a pooling or resize whose own inputs are there already
         # (BlazeFace's and the landmark models' MAX_POOL branch): that node is lowered just
         # before the convolution instead, and the ADD fused.
@@ -119,7 +152,7 @@ def plan_fusion(lw: Lowering) -> None:
             and all(ready(t, at) for t in sg.nodes[producer].inputs if t >= 0)
         ):
             lw.hoisted[conv] = producer
-            return other, int(shape[-1])
+            return other, int(shape[-1]), -1
         return None
 
     for n in part.nodes:
@@ -154,7 +187,7 @@ def plan_fusion(lw: Lowering) -> None:
             other = nxt.inputs[1] if nxt.inputs[0] == t else nxt.inputs[0]
             found = residual(other, nxt, shape, n)
             if found is not None:
-                ep.residual, ep.channels = found
+                ep.residual, ep.channels, ep.pool = found
                 ep.act2, t = kernel_act(nxt, sg), nxt.outputs[0]
                 fused.append(nxt)
                 nxt = sole(t)

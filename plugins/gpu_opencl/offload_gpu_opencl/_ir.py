@@ -170,6 +170,9 @@ class Epilogue:
     channels: int = 0  # residual channels; fewer than the output's when a channel PAD was absorbed
     act2: int = 0  # the ADD's activation (or a RELU-type op after it), as kernel_act gives it
     alpha: int = -1  # constant PRELU slopes, -1 for none
+    # GPU family: the MAX_POOL_2D whose output the residual is, -1 for none. ``residual`` is
+    # then the pool's input, and the tiled kernels take each window's maximum themselves.
+    pool: int = -1
 
 
 def _grid(counts: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...]:
@@ -372,6 +375,18 @@ class Lowering:
                 f"a{node.index}", lambda: pad_last(self.value(a).reshape(-1)), param=True
             )
         return [res, alpha, Ref("t", ep.out)], [ep.act, ep.channels, ep.act2, int(ep.alpha >= 0)]
+
+    def residual_pool(self, node: Node) -> list[int]:
+        """The tiled kernels' pooled-residual arguments (RP, ROH, ROW, ract) of the node's
+        epilogue: the pool's window (= stride), the output's height and width, the pool's
+        activation; zeros where the residual, if any, is read as it is."""
+        ep = self.epilogues.get(node.index)
+        if ep is None or ep.pool < 0:
+            return [0, 0, 0, 0]
+        pool = self.subgraph.nodes[ep.pool]
+        _, oh, ow, _ = self.tensor(pool.outputs[0]).shape
+        size = int(pool.options.filter_height)
+        return [size, int(oh), int(ow), kernel_act(pool, self.subgraph)]
 
 
 def elements(shape: Iterable[int]) -> int:

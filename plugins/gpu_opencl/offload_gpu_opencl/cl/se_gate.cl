@@ -48,7 +48,8 @@ __kernel void se_gate(__global const store_t* x,
     for (int s = lid; s < S; s += 256) {
         real acc = (real)0;
         for (int k = 0; k < C; ++k) acc += LD(m, n * C + k) * LDP(w1, k * S8 + s);
-        epilogue1(h, n, s, S, 0, acc + LDP(b1, s), act1, res1, RC1, act21, alpha1, prelu1);
+        epilogue1(h, n, s, S, 0, acc + LDP(b1, s), act1, res1, RC1, act21, alpha1, prelu1,
+                  0, 0, 0, 0);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
 
@@ -56,7 +57,8 @@ __kernel void se_gate(__global const store_t* x,
     for (int c = lid; c < C2; c += 256) {
         real acc = (real)0;
         for (int k = 0; k < S; ++k) acc += LD(h, n * S + k) * LDP(w2, k * C28 + c);
-        epilogue1(g, n, c, C2, 0, acc + LDP(b2, c), act2, res2, RC2, act22, alpha2, prelu2);
+        epilogue1(g, n, c, C2, 0, acc + LDP(b2, c), act2, res2, RC2, act22, alpha2, prelu2,
+                  0, 0, 0, 0);
     }
 }
 #endif

@@ -12,6 +12,21 @@
 #ifdef TILED_GEMM
 // @include epilogue1.cl
 
+/* One image's row of a 1x1 product, a[n][K] @ w[K][Co8] + b and its epilogue, by the
+   group's 256 items: as a single-slice tgemm sums it (k in order, then the bias). */
+INLINE void se_product(__global store_t* a, int K, __global const param_t* w,
+                       __global const param_t* b, __global store_t* y, int n, int Co, int act,
+                       __global const store_t* res, int RC, int act2,
+                       __global const param_t* alpha, int prelu) {
+    const int Co8 = ((Co + 7) >> 3) << 3;
+    for (int c = get_local_id(0); c < Co; c += 256) {
+        real acc = (real)0;
+        for (int k = 0; k < K; ++k) acc += LD(a, n * K + k) * LDP(w, k * Co8 + c);
+        epilogue1(y, n, c, Co, 0, acc + LDP(b, c), act, res, RC, act2, alpha, prelu,
+                  0, 0, 0, 0);
+    }
+}
+
 __attribute__((reqd_work_group_size(256, 1, 1)))
 __kernel void se_gate(__global const store_t* x,
         __global const param_t* w1, __global const param_t* b1, __global const store_t* res1,
@@ -44,21 +59,8 @@ __kernel void se_gate(__global const store_t* x,
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
 
-    const int S8 = ((S + 7) >> 3) << 3;
-    for (int s = lid; s < S; s += 256) {
-        real acc = (real)0;
-        for (int k = 0; k < C; ++k) acc += LD(m, n * C + k) * LDP(w1, k * S8 + s);
-        epilogue1(h, n, s, S, 0, acc + LDP(b1, s), act1, res1, RC1, act21, alpha1, prelu1,
-                  0, 0, 0, 0);
-    }
+    se_product(m, C, w1, b1, h, n, S, act1, res1, RC1, act21, alpha1, prelu1);
     barrier(CLK_GLOBAL_MEM_FENCE);
-
-    const int C28 = ((C2 + 7) >> 3) << 3;
-    for (int c = lid; c < C2; c += 256) {
-        real acc = (real)0;
-        for (int k = 0; k < S; ++k) acc += LD(h, n * S + k) * LDP(w2, k * C28 + c);
-        epilogue1(g, n, c, C2, 0, acc + LDP(b2, c), act2, res2, RC2, act22, alpha2, prelu2,
-                  0, 0, 0, 0);
-    }
+    se_product(h, S, w2, b2, g, n, C2, act2, res2, RC2, act22, alpha2, prelu2);
 }
 #endif

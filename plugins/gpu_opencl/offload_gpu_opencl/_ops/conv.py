@@ -125,8 +125,8 @@ def squeeze_excite_gate(lw: Lowering, second: Node) -> None:
     as one se_gate launch: the pooled vector, the first product's output and the gate are
     each stored to their own tensor, as their own launches would."""
     sg = lw.subgraph
-    pool, first = (sg.nodes[i] for i in lw.squeezes[second.index])
-    n, h, wd, c = lw.tensor(pool.inputs[0]).shape
+    mean, first = (sg.nodes[i] for i in lw.squeezes[second.index])
+    n, h, wd, c = lw.tensor(mean.inputs[0]).shape
     stages: list[object] = []
     flags: list[int] = []
     outputs: list[object] = []
@@ -140,8 +140,8 @@ def squeeze_excite_gate(lw: Lowering, second: Node) -> None:
         flags += conv_flags
         outputs.append(y)
     lw.launch(
-        second, "se_gate", (SE_GROUP[0], n), lw.ref(pool.inputs[0]), *stages, lw.out(pool),
-        *outputs, h * wd, c, kernel_act(pool, sg), *flags, local=SE_GROUP,
+        second, "se_gate", (SE_GROUP[0], n), lw.ref(mean.inputs[0]), *stages, lw.out(mean),
+        *outputs, h * wd, c, kernel_act(mean, sg), *flags, local=SE_GROUP,
     )  # fmt: skip
 
 

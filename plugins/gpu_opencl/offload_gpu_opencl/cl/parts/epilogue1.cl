@@ -3,10 +3,11 @@
 // the ADD's activation, PRELU. With RP > 0 the residual is a MAX_POOL_2D of res (RP x RP
 // windows, stride RP, no padding; output pixel p of ROH x ROW per image), taken as the pool
 // kernel takes it (the same comparisons, then its activation ract), so the pool needs no
-// launch and its output is never stored. The tiled kernels store one element per (row, column) so that
-// consecutive work-items write consecutive addresses. The output pixel's row starts at
-// y[p * YS + YO]: YS = Co and YO = 0 for an output of its own, the concatenation's channels and
-// this input's channel offset when it is written straight into a CONCATENATION's output.
+// launch and its output is never stored. The tiled kernels store one element per (row,
+// column) so that consecutive work-items write consecutive addresses. The output pixel's row
+// starts at y[p * YS + YO]: YS = Co and YO = 0 for an output of its own, the concatenation's
+// channels and this input's channel offset when it is written straight into a
+// CONCATENATION's output.
 // Guarded: several families include it.
 #ifndef OFFLOAD_EPILOGUE1
 #define OFFLOAD_EPILOGUE1

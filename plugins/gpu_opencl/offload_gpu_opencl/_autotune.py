@@ -248,7 +248,7 @@ class Autotuner(GemmChooser):
         tiles = -(-co // tile.bn) * -(-m // tile.bm)
         count = self._buffer("count", tiles) if slices > 1 else zero  # zeroed: see _buffer
         ints = [np.int32(v) for v in (m, k, co, *problem.geometry, choice.slice_length(k), co, 0)]
-        flags = [np.int32(0)] * 8  # the epilogue's and a pooled residual's: all off
+        flags = [np.int32(0)] * 6  # the epilogue's and a pooled residual's: all off
         # A "dw" product also reads the depthwise weights and bias, and takes its activation;
         # a "gemm" one takes a gate (timed without: its loads are a small part of A's).
         extra: list[cl.Buffer] = []

@@ -49,9 +49,9 @@ def plan_fusion(lw: Lowering) -> None:
       Each absorbed link's input must have no other reader and stay inside the partition, and
       the residual must be computed before the convolution's launch, or be a pooling or resize
       whose inputs are, which is then lowered just before the convolution (``hoisted``). In
-      the GPU family a CONV_2D's residual that is a MAX_POOL_2D with windows tiling its input
-      is taken from the pool's input by the tiled kernel itself (``Epilogue.pool``): the
-      pool has no launch.
+      the GPU family a CONV_2D's residual that is a MAX_POOL_2D with 2x2 windows tiling its
+      input is taken from the pool's input by the tiled kernel itself (``Epilogue.pool``):
+      the pool has no launch.
     * A zero PAD of H and W whose readers are all convolutions (as their input) is folded into
       their padding.
     * GPU family: a 1x1 stride-1 CONV_2D computes its input in its A loader where only it
@@ -88,9 +88,10 @@ def plan_fusion(lw: Lowering) -> None:
         return p if len(p) == len(lw.tensor(node.inputs[0]).shape) and (p >= 0).all() else None
 
     def pooled(t: int, reader: Node, conv: int) -> Node | None:
-        """GPU family: the MAX_POOL_2D that makes ``t`` for ``reader`` alone, with windows
-        that tile its input exactly (window = stride, no padding), from an input there
-        before ``conv``, a CONV_2D, whose tiled kernel can take each window's maximum."""
+        """GPU family: the MAX_POOL_2D that makes ``t`` for ``reader`` alone, with 2x2
+        windows that tile its input exactly (stride 2, no padding, no activation: every such
+        pool in the face and landmark models), from an input there before ``conv``, a
+        CONV_2D, whose tiled kernel can take each window's maximum."""
         producer = lw.producers.get(t)
         if lw.gemm is None or sg.nodes[conv].op != "CONV_2D" or producer not in pos:
             return None
@@ -100,12 +101,11 @@ def plan_fusion(lw: Lowering) -> None:
         if producer in lw.hoisted.values():
             return None
         o = pool.options
-        size = o.filter_height
-        if not size >= 1 or not o.filter_width == o.stride_h == o.stride_w == size:
+        if not o.filter_height == o.filter_width == o.stride_h == o.stride_w == 2 or act(pool):
             return None
         _, ih, iw, _ = lw.tensor(pool.inputs[0]).shape
         _, oh, ow, _ = lw.tensor(t).shape
-        if (ih, iw) != (oh * size, ow * size) or not ready(pool.inputs[0], pos[conv]):
+        if (ih, iw) != (oh * 2, ow * 2) or not ready(pool.inputs[0], pos[conv]):
             return None
         return pool
 

@@ -377,16 +377,14 @@ class Lowering:
         return [res, alpha, Ref("t", ep.out)], [ep.act, ep.channels, ep.act2, int(ep.alpha >= 0)]
 
     def residual_pool(self, node: Node) -> list[int]:
-        """The tiled kernels' pooled-residual arguments (RP, ROH, ROW, ract) of the node's
-        epilogue: the pool's window (= stride), the output's height and width, the pool's
-        activation; zeros where the residual, if any, is read as it is."""
+        """The tiled kernels' pooled-residual arguments (RP, ROW) of the node's epilogue:
+        the pool's window (= stride, 2) and the output's width; zeros where the residual, if
+        any, is read as it is."""
         ep = self.epilogues.get(node.index)
         if ep is None or ep.pool < 0:
-            return [0, 0, 0, 0]
+            return [0, 0]
         pool = self.subgraph.nodes[ep.pool]
-        _, oh, ow, _ = self.tensor(pool.outputs[0]).shape
-        size = int(pool.options.filter_height)
-        return [size, int(oh), int(ow), kernel_act(pool, self.subgraph)]
+        return [int(pool.options.filter_height), int(self.tensor(pool.outputs[0]).shape[2])]
 
 
 def elements(shape: Iterable[int]) -> int:

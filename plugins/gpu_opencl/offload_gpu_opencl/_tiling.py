@@ -350,7 +350,7 @@ def _reach_tiled(conv: bool, dw: bool = False) -> Callable[[list, tuple[int, ...
     def reach(a: list, g: tuple[int, ...]) -> list[Span]:
         m, k, co, h, w, ci, oh, ow, kh, kw = a[:10]
         ks, ys, yo, rc, prelu = a[16], a[17], a[18], a[20], a[22]
-        pool, pool_h, pool_w = a[23:26]  # a pooled residual's window and output size
+        pool, pool_w = a[23:25]  # a pooled residual's window and output width
         need(ks >= 1, f"K slice of {ks}")
         need(not dw or k == ci, f"a depthwise-fed product's K ({k}) is its channels ({ci})")
         slices = g[2]
@@ -365,14 +365,14 @@ def _reach_tiled(conv: bool, dw: bool = False) -> Callable[[list, tuple[int, ...
         depthwise = [(0, kh * kw * _c8(ci)), (0, _c8(ci))] if dw else []
         gate = []
         if not conv:  # the gate: one row of K per image of ``rows`` rows of A
-            rows = a[27]
+            rows = a[25]
             need(rows >= 0, f"gate rows per image {rows}")
             gate = [(0, -(-m // rows) * k) if rows > 0 else _NOTHING]
         return [
             x,
             (0, k * _c8(co)),
             (0, _c8(co)),
-            _residual(m, rc, pool, pool_h, pool_w),
+            _residual(m, rc, pool, pool_w),
             (0, co * bool(prelu)),
             *gate,
             *depthwise,
@@ -384,14 +384,15 @@ def _reach_tiled(conv: bool, dw: bool = False) -> Callable[[list, tuple[int, ...
     return reach
 
 
-def _residual(m: int, rc: int, pool: int, pool_h: int, pool_w: int) -> Span:
-    """The residual's reads: ``rc`` values per output row, or with a pooled residual every
-    window of ``pool`` x ``pool`` input pixels under the images the ``m`` rows reach."""
-    if pool <= 0:
+def _residual(m: int, rc: int, pool: int, pool_w: int) -> Span:
+    """The residual's reads: ``rc`` values per output row, or with a pooled residual (2 x 2
+    windows, ``pool_w`` output pixels per row) the window of each of the ``m`` output pixels,
+    whose corner is input pixel 2p + 2 pool_w (p // pool_w) (epilogue1.cl)."""
+    if pool <= 0 or m <= 0:
         return 0, m * rc
-    need(pool_h >= 1 and pool_w >= 1, f"pooled residual of {pool_h} x {pool_w} pixels")
-    images = -(-m // (pool_h * pool_w))
-    return 0, images * pool_h * pool * pool_w * pool * rc
+    need(pool == 2 and pool_w >= 1, f"pooled residual of {pool} x {pool} windows, {pool_w} wide")
+    last = 2 * (m - 1) + 2 * pool_w * ((m - 1) // pool_w)
+    return 0, (last + 2 * pool_w + 2) * rc
 
 
 def _rows(m: int, co: int, stride: int, offset: int) -> Span:

@@ -22,8 +22,7 @@ INLINE void se_product(__global store_t* a, int K, __global const param_t* w,
     for (int c = get_local_id(0); c < Co; c += 256) {
         real acc = (real)0;
         for (int k = 0; k < K; ++k) acc += LD(a, n * K + k) * LDP(w, k * Co8 + c);
-        epilogue1(y, n, c, Co, 0, acc + LDP(b, c), act, res, RC, act2, alpha, prelu,
-                  0, 0, 0, 0);
+        epilogue1(y, n, c, Co, 0, acc + LDP(b, c), act, res, RC, act2, alpha, prelu, 0, 0);
     }
 }
 

@@ -46,7 +46,7 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
         __global store_t* y, __global float* part, __global int* count,
         int M, int K, int Co, int H, int W, int Ci, int OH, int OW,
         int KH, int KW, int SH, int SW, int DH, int DW, int PT, int PL, int KS, int YS, int YO,
-        int act, int RC, int act2, int prelu, int RP, int ROH, int ROW, int ract
+        int act, int RC, int act2, int prelu, int RP, int ROW
 #if {DW}
         , int dwact
 #elif !{CONV}
@@ -173,7 +173,7 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
                 const int col = n0 + tx + j * TX;
                 if (row < M && col < Co)
                     epilogue1(y, row, col, YS, YO, acc[i][j] + LDP(b, col), act, res, RC, act2,
-                              alpha, prelu, RP, ROH, ROW, ract);
+                              alpha, prelu, RP, ROW);
             }
         }
     } else {
@@ -214,7 +214,7 @@ __kernel void t{KIND}_{BM}x{BN}(__global const store_t* x, __global const param_
                         float sum = 0.0f;
                         for (int s = 0; s < slices; ++s) sum += parts[s * MC + row * Co + col];
                         epilogue1(y, row, col, YS, YO, (real)sum + LDP(b, col), act, res, RC,
-                                  act2, alpha, prelu, RP, ROH, ROW, ract);
+                                  act2, alpha, prelu, RP, ROW);
                     }
                 }
             }

@@ -143,13 +143,13 @@ def _outputs(interp: Any, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [np.array(interp.get_tensor(d["index"])) for d in interp.get_output_details()]
 
 
-def _reference(path: Path, arrays: list[np.ndarray]) -> list[np.ndarray]:
+def _reference(path: Path) -> offload.Interpreter:
     ref = offload.Interpreter(model_path=path, delegates=[])
     ref.allocate_tensors()
-    return _outputs(ref, arrays)
+    return ref
 
 
-def _loose_on_gate(path: Path, col: evl.Column, subgraph: Any) -> dict[str, bool]:
+def _loose_on_gate(ref: offload.Interpreter, col: evl.Column, subgraph: Any) -> dict[str, bool]:
     """Whether the column stays within the looser policy on each of auto's accuracy-gate
     input sets: a lossy plan auto may choose must, so a peer's lossy default is judged alike."""
     shapes = [tuple(int(d) for d in subgraph.tensors[i].shape) for i in subgraph.inputs]
@@ -157,7 +157,7 @@ def _loose_on_gate(path: Path, col: evl.Column, subgraph: Any) -> dict[str, bool
     for gate in gate_inputs(subgraph, shapes):
         arrays = list(gate.arrays)
         got = _outputs(col.interp, arrays)
-        verdicts[gate.name] = LOOSE.check(subgraph, got, _reference(path, arrays)) is None
+        verdicts[gate.name] = LOOSE.check(subgraph, got, _outputs(ref, arrays)) is None
     return verdicts
 
 
@@ -166,7 +166,8 @@ def bench(path: Path, threads: int, args: argparse.Namespace) -> dict[str, Any]:
         cols, failed, chosen = _columns(path, threads, args.budget, cache, args.precision)
         evl.timed_rounds(cols, args.seconds, args.runs, args.pause)
         subgraph = load_model(model_path=str(path)).main
-        want = _reference(path, [array for _, array in cols[0].feeds])
+        reference = _reference(path)
+        want = _outputs(reference, [array for _, array in cols[0].feeds])
         row: dict[str, Any] = {"model": path.stem, "threads": threads, "failed": failed}
         for col in cols:
             got = col.result
@@ -182,7 +183,7 @@ def bench(path: Path, threads: int, args: argparse.Namespace) -> dict[str, Any]:
                 "deviation": EXACT.deviation(subgraph, got, want),
             }
             if col.key == "ov_own_precision":
-                gate = _loose_on_gate(path, col, subgraph)
+                gate = _loose_on_gate(reference, col, subgraph)
                 row[col.key]["loose_on_gate"] = gate
                 row[col.key]["loose"] = row[col.key]["loose"] and all(gate.values())
         row["chosen"] = chosen

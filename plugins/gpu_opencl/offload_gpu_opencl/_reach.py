@@ -22,7 +22,8 @@ __all__ = ["check_reach", "register_reach"]
 
 Span = tuple[int, int]
 _NOTHING: Span = (0, 0)
-_WRITTEN = {"lstm_gates": 4}  # buffers each kernel stores to, at the end of its signature
+# Buffers each kernel stores to, at the end of its signature (1 where not listed).
+_WRITTEN = {"lstm_gates": 4, "se_gate": 3}
 
 
 def check_reach(lw: Lowering, launch: Launch) -> None:
@@ -160,6 +161,25 @@ def _reach_mean_hw(a: list, g: tuple[int, ...]) -> list[Span]:
     return [_images_in(n, hw, 1, c), (0, n * c)]
 
 
+def _reach_se_gate(a: list, g: tuple[int, ...]) -> list[Span]:
+    # The mean as mean_hw reads it, two products (weights [K][Co8], bias, residual, PRELU
+    # slopes), then the stored mean, first product and gate: one row per image.
+    hw, c, _, s, _, rc1, _, prelu1, c2, _, rc2, _, prelu2 = a
+    n = g[1]
+
+    def product(k: int, co: int, rc: int, prelu: int) -> list[Span]:
+        return [(0, k * _c8(co)), (0, _c8(co)), (0, n * rc), (0, co * bool(prelu))]
+
+    return [
+        _images_in(n, hw, 1, c),
+        *product(c, s, rc1, prelu1),
+        *product(s, c2, rc2, prelu2),
+        (0, n * c),
+        (0, n * s),
+        (0, n * c2),
+    ]
+
+
 def _reach_depth_to_space(a: list, g: tuple[int, ...]) -> list[Span]:
     oh, ow, co, bs = a
     n = _count(g[2], oh)
@@ -260,6 +280,7 @@ _REACH: dict[str, Callable[[list, tuple[int, ...]], list[Span]]] = {
     "transpose_conv": _reach_transpose_conv,
     "pool": _reach_pool,
     "mean_hw": _reach_mean_hw,
+    "se_gate": _reach_se_gate,
     "depth_to_space": _reach_depth_to_space,
     "binary": _reach_binary,
     "binary8": _reach_binary8,

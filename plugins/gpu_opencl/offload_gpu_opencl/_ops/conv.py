@@ -14,7 +14,6 @@ from offload_gpu_opencl._ops._spec import (
     constant_weights_reason,
 )
 from offload_gpu_opencl._ops.depthwise import depthwise
-from offload_gpu_opencl._reach import register_reach
 from offload_gpu_opencl._shapes import need, rule_reason, window, window_limits
 from offload_gpu_opencl._source import blocking
 from offload_gpu_opencl._tiling import GemmProblem, launch_gemm, launch_matmul
@@ -143,28 +142,6 @@ def squeeze_excite_gate(lw: Lowering, second: Node) -> None:
         second, "se_gate", (SE_GROUP[0], n), lw.ref(mean.inputs[0]), *stages, lw.out(mean),
         *outputs, h * wd, c, kernel_act(mean, sg), *flags, local=SE_GROUP,
     )  # fmt: skip
-
-
-def _reach_se_gate(a: list, g: tuple[int, ...]) -> list[tuple[int, int]]:
-    hw, c, _, s, _, rc1, _, prelu1, c2, _, rc2, _, prelu2 = a
-    n = g[1]
-    images = (0, (n * hw - 1) * c + -(-c // 8) * 8) if n * hw > 0 else (0, 0)
-
-    def product(k: int, co: int, rc: int, prelu: int) -> list[tuple[int, int]]:
-        co8 = -(-co // 8) * 8
-        return [(0, k * co8), (0, co8), (0, n * rc), (0, co * bool(prelu))]
-
-    return [
-        images,
-        *product(c, s, rc1, prelu1),
-        *product(s, c2, rc2, prelu2),
-        (0, n * c),
-        (0, n * s),
-        (0, n * c2),
-    ]
-
-
-register_reach("se_gate", _reach_se_gate, written=3)
 
 
 SPECS = (

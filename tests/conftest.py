@@ -32,3 +32,11 @@ def auto_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "auto-cache"
     monkeypatch.setenv("OFFLOAD_AUTO_CACHE_DIR", str(path))
     return path
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # make test runs two workers, each taking whole files in this order (pytest-xdist's
+    # loadfile, not reordered): a file of minutes started last runs on one core while the
+    # other has finished. Its order among the rest is kept.
+    items.sort(key=lambda item: item.get_closest_marker("starts_run") is None)

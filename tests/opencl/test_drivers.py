@@ -73,6 +73,7 @@ def _cases() -> list:
 
 
 @pytest.mark.litert
+@pytest.mark.starts_run  # 2-3 minutes on a cold PoCL cache
 @pytest.mark.parametrize(("index", "label"), _cases())
 def test_kernels_pass_on_every_other_platform(index: int, label: str) -> None:
     """The kernel tests pass, and do not crash, on each platform besides the default one."""

@@ -34,6 +34,9 @@ from offload_gpu_opencl._tiling import (
     parse_choice,
 )
 
+# 2-3 minutes on a cold PoCL cache: each tile of the tiled kernels is compiled on first use.
+pytestmark = pytest.mark.starts_run
+
 RNG = np.random.default_rng(12)
 F = np.float32
 ROOT = Path(__file__).resolve().parents[2]

@@ -114,6 +114,7 @@ class Column:
         self.outputs = [d["index"] for d in interp.get_output_details()]
         self.runs = runs  # rounds this column takes part in
         self.times: list[float] = []
+        self.rounds: list[list[float]] = []  # timed_rounds: the times of each round
         self.result: list[np.ndarray] = []
 
     def once(self) -> None:
@@ -231,24 +232,42 @@ def max_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return worst
 
 
-def timed_rounds(cols: list[Column], budget: float, most: int, pause: float) -> int:
-    """Interleaved rounds over ``cols``, as many as fit ``budget`` seconds, within [7, most]."""
+def timed_rounds(cols: list[Column], budget: float, most: int, pause: float, block: int = 1) -> int:
+    """Interleaved rounds over ``cols``, as many as fit ``budget`` seconds, within [7, most].
+
+    In a round each column runs ``block`` timed inferences (kept in ``col.rounds`` too, a list
+    per round). With ``block`` 1 that one inference follows another column's, so it finds the
+    caches holding another engine's weights. With more, one untimed inference comes first and
+    the timed ones find the caches as a program invoking one model in a loop does, as LiteRT's
+    benchmark_model and OpenVINO's benchmark_app time it, and as auto measures its candidates.
+    """
     for col in cols:  # warm-up: first-invoke costs (XNNPACK packing, arena) are not measured
         col.once()
         col.times.clear()
     start = time.perf_counter()
     for col in cols:
         col.once()
-    rounds = max(7, min(most, int(budget / max(time.perf_counter() - start, 1e-6))))
+    one_each = time.perf_counter() - start
+    rounds = max(7, min(most, int(budget / max(one_each * (block + (block > 1)), 1e-6))))
+    for col in cols:  # the sizing runs are a round of single runs, or none of blocks
+        if block > 1:
+            col.times.clear()
+        else:
+            col.rounds.append(list(col.times))
     shuffle = random.Random(0).shuffle
-    for _ in range(1, rounds):
+    for _ in range(1 if block == 1 else 0, rounds):
         # A new order each round, so that no column always follows the same one.
         order = list(cols)
         shuffle(order)
         for col in order:
-            if len(col.times) < col.runs:
+            if len(col.rounds) < col.runs:
                 time.sleep(pause)
-                col.once()
+                if block > 1:
+                    col.once()
+                    col.times.pop()
+                for _ in range(block):
+                    col.once()
+                col.rounds.append(col.times[-block:])
     return rounds
 
 

@@ -5,8 +5,9 @@ For each model both engines take whole, the model is cut at single-tensor bounda
 runtime tensor crosses: the cheapest hand-over) nearest to the given fractions of its FLOPs
 (``offload.ops.node_work``), and each side is given to one engine: LiteRT then OpenVINO
 ("LO") and the reverse ("OL"). Every plan, the two whole ones included, is timed in one
-process, interleaved round-robin for ``--seconds``, at ``--threads``; the table gives medians
-and each plan's time over the faster whole one.
+process, interleaved round-robin for ``--seconds``, at ``--threads``, ``--block`` timed runs
+in a row after an untimed one (as a program invoking one model in a loop; vs_peers.py says
+why); the table gives medians and each plan's time over the faster whole one.
 
 A side is kept to its nodes by a subclass of the engine's delegate whose ``check_node``
 refuses the other side's nodes: the planner then makes one partition per side, as a mixed
@@ -14,7 +15,7 @@ plan in auto would. Models that one engine cannot take whole are left out, and s
 whose partition an engine failed to prepare.
 
     python benchmarks/mixed_plans.py [--models face_landmark mobilenet_v2_224_float32 ...]
-        [--fractions 0.25 0.5 0.75] [--seconds 20] [--threads 1] [--markdown]
+        [--fractions 0.25 0.5 0.75] [--seconds 20] [--threads 1] [--block 5] [--markdown]
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def plans(path: Path, fractions: list[float], threads: int) -> dict[str, list[of
     return out
 
 
-def bench(path: Path, fractions: list[float], seconds: float, threads: int) -> dict[str, Any]:
+def bench(
+    path: Path, fractions: list[float], seconds: float, threads: int, block: int
+) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     interps: dict[str, offload.Interpreter] = {}
     shapes: dict[str, list[tuple[str, int]]] = {}
@@ -121,9 +124,12 @@ def bench(path: Path, fractions: list[float], seconds: float, threads: int) -> d
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         for key, interp in interps.items():
-            start = time.perf_counter()
-            interp.invoke()
-            times[key].append(time.perf_counter() - start)
+            if block > 1:  # the caches as this plan leaves them, not as the one before it
+                interp.invoke()
+            for _ in range(block):
+                start = time.perf_counter()
+                interp.invoke()
+                times[key].append(time.perf_counter() - start)
     medians = {k: 1e3 * statistics.median(v) for k, v in times.items() if v}
     return {"model": path.stem, "ms": medians, "partitions": shapes}
 
@@ -163,6 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fractions", nargs="+", type=float, default=[0.25, 0.5, 0.75])
     parser.add_argument("--seconds", type=float, default=20.0, help="timing per model")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--block",
+        type=int,
+        default=5,
+        help="timed runs of a plan in a row, after an untimed one (1: one run, right after "
+        "another plan's)",
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     rows = []
@@ -172,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)
         try:
-            rows.append(bench(path, args.fractions, args.seconds, args.threads))
+            rows.append(bench(path, args.fractions, args.seconds, args.threads, args.block))
         except Exception as exc:  # one model an engine cannot run must not end the table
             print(f"{path.stem}: {type(exc).__name__}: {exc}", file=sys.stderr)
     print(render(rows, args.threads) if args.markdown else rows)

@@ -45,7 +45,7 @@ TYPED := core/offload $(foreach d,$(PLUGIN_DIRS),$(d)/offload_$(notdir $(d)))
 # Two workers (pytest-xdist), each taking whole files, so a module's shared fixtures are built
 # once: most of the suite runs on one core (Python, and PoCL's compiler building each kernel on
 # first use), and on a 2-core machine one worker left the other core idle (a cold run took
-# 11 min 13 s in one process, 7 min 52 s in two). Files keep their order, the ones marked
+# 11 min 13 s in one process, 7 min 02 s in two). Files keep their order, the ones marked
 # starts_run first (tests/conftest.py). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
